@@ -1,0 +1,19 @@
+"""bert_tf: a TensorFlow/Keras 3 training stack for BERT.
+
+The public entry points are importable lazily so that `import bert_tf` stays
+cheap for command-line tools that only need part of the stack.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "load_encoder", "load_pretrainer"]
+
+
+def __getattr__(name):
+    # Lazy import: pulling in TensorFlow is slow, and `bert_tf.__version__` is
+    # read by setuptools at install time, before TensorFlow may be importable.
+    if name in ("load_encoder", "load_pretrainer"):
+        from bert_tf.checkpoints import loading
+
+        return getattr(loading, name)
+    raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")

@@ -1,0 +1,23 @@
+"""Keras 3 layers of BERT: embeddings, self-attention, Transformer block, heads.
+
+Shape legend used in comments throughout the package:
+B batch, S sequence length, T key sequence length, N attention heads,
+H head size, D hidden size, I intermediate size, V vocabulary size,
+P masked positions per sequence, C choices, L labels.
+"""
+
+from bert_tf.layers.bert_embeddings import BertEmbeddings
+from bert_tf.layers.bert_self_attention import BertSelfAttention
+from bert_tf.layers.transformer_block import TransformerBlock
+from bert_tf.layers.masked_lm_head import MaskedLMHead
+from bert_tf.layers.next_sentence_head import NextSentenceHead
+from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.layers.span_head import SpanHead
+from bert_tf.layers.token_classification_head import TokenClassificationHead
+from bert_tf.layers.multiple_choice_head import MultipleChoiceHead
+
+__all__ = [
+    "BertEmbeddings", "BertSelfAttention", "TransformerBlock", "MaskedLMHead",
+    "NextSentenceHead", "ClassificationHead", "SpanHead",
+    "TokenClassificationHead", "MultipleChoiceHead",
+]

@@ -1,0 +1,75 @@
+"""Token + learned position + segment embeddings, LayerNorm and dropout."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEmbeddings(keras.layers.Layer):
+    """The embedding layer of BERT.
+
+    Sums word, learned absolute position and segment (token type) embeddings,
+    then applies LayerNorm and dropout. Takes `token_ids` and `segment_ids`
+    of shape [B, S] and returns [B, S, D].
+    """
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512,
+                 type_vocab_size=2, layer_norm_epsilon=1e-12, dropout=0.1,
+                 initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+
+    def build(self, token_ids_shape, segment_ids_shape=None):
+        initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        self.word_embeddings = keras.layers.Embedding(
+            self.vocab_size, self.hidden_size, embeddings_initializer=initializer,
+            dtype=self.dtype_policy, name="word_embeddings")
+        self.word_embeddings.build(token_ids_shape)
+        self.position_embeddings = keras.layers.Embedding(
+            self.max_position_embeddings, self.hidden_size,
+            embeddings_initializer=initializer, dtype=self.dtype_policy,
+            name="position_embeddings")
+        self.position_embeddings.build((None,))
+        self.segment_embeddings = keras.layers.Embedding(
+            self.type_vocab_size, self.hidden_size,
+            embeddings_initializer=initializer, dtype=self.dtype_policy,
+            name="segment_embeddings")
+        self.segment_embeddings.build(token_ids_shape)
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.layer_norm.build(tuple(token_ids_shape) + (self.hidden_size,))
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="dropout")
+        self.built = True
+
+    def call(self, token_ids, segment_ids, training=None):
+        seq_length = ops.shape(token_ids)[1]
+        words = self.word_embeddings(token_ids)  # [B, S, D]
+        segments = self.segment_embeddings(segment_ids)  # [B, S, D]
+        positions = ops.cast(
+            self.position_embeddings.embeddings[:seq_length], self.compute_dtype)  # [S, D]
+        embeddings = words + segments + positions[None, :, :]
+        embeddings = self.layer_norm(embeddings)
+        return self.dropout_layer(embeddings, training=training)
+
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+        return tuple(token_ids_shape) + (self.hidden_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "dropout": self.dropout,
+            "initializer_range": self.initializer_range,
+        })
+        return config

@@ -1,0 +1,67 @@
+"""Masked-LM head with the output projection tied to the word embeddings."""
+
+import keras
+from keras import ops
+
+from bert_tf.layers.activations import get_activation
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MaskedLMHead(keras.layers.Layer):
+    """Predicts the original tokens at masked positions.
+
+    Gathers the sequence output at `masked_positions` ([B, P]), transforms it
+    (dense D -> D, activation, LayerNorm) and scores every vocabulary entry
+    against the shared word-embedding matrix plus a per-token output bias.
+    Returns float32 logits [B, P, V] so the loss is numerically stable under
+    mixed precision.
+
+    `word_embeddings` is the encoder's `keras.layers.Embedding`; it is not part
+    of this layer's config and must be passed again when rebuilding.
+    """
+
+    def __init__(self, word_embeddings, hidden_act="gelu", layer_norm_epsilon=1e-12,
+                 initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.word_embeddings = word_embeddings
+        self.hidden_act = hidden_act
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+
+    def build(self, sequence_shape, positions_shape=None):
+        hidden_size = sequence_shape[-1]
+        vocab_size = self.word_embeddings.input_dim
+        self.transform = keras.layers.Dense(
+            hidden_size, activation=get_activation(self.hidden_act),
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=self.initializer_range),
+            dtype=self.dtype_policy, name="transform")
+        self.transform.build((None, None, hidden_size))
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.layer_norm.build((None, None, hidden_size))
+        self.output_bias = self.add_weight(
+            shape=(vocab_size,), initializer="zeros", name="output_bias")
+        self.built = True
+
+    def call(self, sequence_output, masked_positions):
+        positions = ops.cast(masked_positions, "int32")
+        gathered = ops.take_along_axis(
+            sequence_output, positions[:, :, None], axis=1)  # [B, P, D]
+        hidden = self.layer_norm(self.transform(gathered))
+        embedding_matrix = ops.cast(self.word_embeddings.embeddings, hidden.dtype)  # [V, D]
+        logits = ops.einsum("bpd,vd->bpv", hidden, embedding_matrix)  # [B, P, V]
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def compute_output_shape(self, sequence_shape, positions_shape=None):
+        return (sequence_shape[0], positions_shape[1] if positions_shape else None,
+                self.word_embeddings.input_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "hidden_act": self.hidden_act,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
+        })
+        return config

@@ -1,0 +1,83 @@
+"""One post-LayerNorm Transformer encoder block, as in BERT."""
+
+import keras
+
+from bert_tf.layers.activations import get_activation
+from bert_tf.layers.bert_self_attention import BertSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class TransformerBlock(keras.layers.Layer):
+    """Self-attention and a feed-forward network, each followed by
+    dropout, a residual connection and LayerNorm (post-LN).
+
+    Input [B, S, D] and an additive attention bias; output [B, S, D].
+    """
+
+    def __init__(self, num_heads, hidden_size, intermediate_size,
+                 hidden_act="gelu", hidden_dropout=0.1, attention_dropout=0.1,
+                 layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+
+    def build(self, inputs_shape, attention_bias_shape=None):
+        initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        intermediate_shape = tuple(inputs_shape[:-1]) + (self.intermediate_size,)
+        self.self_attention = BertSelfAttention(
+            self.num_heads, self.hidden_size, self.attention_dropout,
+            self.initializer_range, dtype=self.dtype_policy, name="self_attention")
+        self.self_attention.build(inputs_shape)
+        self.attention_dropout_layer = keras.layers.Dropout(
+            self.hidden_dropout, dtype=self.dtype_policy, name="attention_dropout")
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy,
+            name="attention_layer_norm")
+        self.attention_layer_norm.build(inputs_shape)
+        self.intermediate = keras.layers.Dense(
+            self.intermediate_size, activation=get_activation(self.hidden_act),
+            kernel_initializer=initializer, dtype=self.dtype_policy, name="intermediate")
+        self.intermediate.build(inputs_shape)
+        self.output_dense = keras.layers.Dense(
+            self.hidden_size, kernel_initializer=initializer,
+            dtype=self.dtype_policy, name="output")
+        self.output_dense.build(intermediate_shape)
+        self.output_dropout = keras.layers.Dropout(
+            self.hidden_dropout, dtype=self.dtype_policy, name="output_dropout")
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy,
+            name="output_layer_norm")
+        self.output_layer_norm.build(inputs_shape)
+        self.built = True
+
+    def call(self, inputs, attention_bias=None, training=None):
+        attended = self.self_attention(inputs, attention_bias, training=training)
+        attended = self.attention_dropout_layer(attended, training=training)
+        attended = self.attention_layer_norm(inputs + attended)  # [B, S, D]
+        hidden = self.intermediate(attended)  # [B, S, I]
+        hidden = self.output_dense(hidden)  # [B, S, D]
+        hidden = self.output_dropout(hidden, training=training)
+        return self.output_layer_norm(attended + hidden)
+
+    def compute_output_shape(self, inputs_shape, attention_bias_shape=None):
+        return inputs_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": self.hidden_act,
+            "hidden_dropout": self.hidden_dropout,
+            "attention_dropout": self.attention_dropout,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
+        })
+        return config

@@ -1,0 +1,111 @@
+"""The BERT encoder (backbone) as a functional Keras 3 model."""
+
+import keras
+from keras import ops
+
+from bert_tf.layers.bert_embeddings import BertEmbeddings
+from bert_tf.layers.transformer_block import TransformerBlock
+from bert_tf.models.encoder_config import EncoderConfig
+
+# BERT's additive mask value: large enough that exp() underflows to 0 in
+# float32, small enough not to overflow when added to the scores.
+_MASK_BIAS = -10000.0
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(keras.Model):
+    """BERT's Transformer encoder with its pooler; no task heads.
+
+    Inputs (dict, int32, [B, S]): `token_ids`, `segment_ids`, `padding_mask`
+    (1 for real tokens, 0 for padding).
+
+    Outputs (dict): `sequence_output` [B, S, D] (the last layer),
+    `pooled_output` [B, D] (tanh dense layer on the first token) and
+    `encoder_outputs`, a list of every layer's output [B, S, D], for the
+    feature-based approach.
+
+    The constructor arguments are the fields of `EncoderConfig`; build from a
+    config with `BertEncoder.from_encoder_config(config)`.
+    """
+
+    def __init__(self, vocab_size=30522, hidden_size=768, num_layers=12, num_heads=12,
+                 intermediate_size=3072, hidden_act="gelu", hidden_dropout=0.1,
+                 attention_dropout=0.1, max_position_embeddings=512,
+                 type_vocab_size=2, initializer_range=0.02,
+                 layer_norm_epsilon=1e-12, dtype=None, **kwargs):
+        # Validates every field before any layer is created.
+        config = EncoderConfig(
+            vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
+            num_heads=num_heads, intermediate_size=intermediate_size,
+            hidden_act=hidden_act, hidden_dropout=hidden_dropout,
+            attention_dropout=attention_dropout,
+            max_position_embeddings=max_position_embeddings,
+            type_vocab_size=type_vocab_size, initializer_range=initializer_range,
+            layer_norm_epsilon=layer_norm_epsilon)
+
+        # === Layers ===
+        embeddings = BertEmbeddings(
+            vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
+            layer_norm_epsilon, hidden_dropout, initializer_range,
+            dtype=dtype, name="embeddings")
+        blocks = [
+            TransformerBlock(
+                num_heads, hidden_size, intermediate_size, hidden_act,
+                hidden_dropout, attention_dropout, layer_norm_epsilon,
+                initializer_range, dtype=dtype, name=f"transformer_layer_{i}")
+            for i in range(num_layers)
+        ]
+        pooler = keras.layers.Dense(
+            hidden_size, activation="tanh",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=dtype, name="pooler_dense")
+
+        # === Functional graph ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+
+        hidden = embeddings(token_ids, segment_ids)
+        # [B, T] -> [B, 1, 1, T]: one bias row broadcast over heads and queries.
+        attention_bias = (1.0 - ops.cast(padding_mask, "float32")) * _MASK_BIAS
+        attention_bias = ops.expand_dims(ops.expand_dims(attention_bias, 1), 1)
+        encoder_outputs = []
+        for block in blocks:
+            hidden = block(hidden, attention_bias)
+            encoder_outputs.append(hidden)
+        pooled = pooler(hidden[:, 0, :])  # [B, D]
+
+        super().__init__(
+            inputs={"token_ids": token_ids, "segment_ids": segment_ids,
+                    "padding_mask": padding_mask},
+            outputs={"sequence_output": hidden, "pooled_output": pooled,
+                     "encoder_outputs": encoder_outputs},
+            dtype=dtype, **kwargs)
+
+        # === Attributes ===
+        self.encoder_config = config
+        self.embeddings = embeddings
+        self.transformer_layers = blocks
+        self.pooler = pooler
+
+    @classmethod
+    def from_encoder_config(cls, config, **kwargs):
+        """Builds an encoder from an `EncoderConfig` (kwargs: `name`, `dtype`)."""
+        return cls(**config.to_dict(), **kwargs)
+
+    @property
+    def word_embeddings(self):
+        """The word-embedding layer, shared with the masked-LM head."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                **self.encoder_config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        dtype = config.pop("dtype", None)
+        if isinstance(dtype, dict):
+            dtype = keras.dtype_policies.deserialize(dtype)
+        return cls(dtype=dtype, **config)

@@ -1,0 +1,152 @@
+"""Typed configuration of a BERT encoder and its JSON round-trips.
+
+Field names follow this project's layers; `from_bert_config` and
+`to_bert_config` translate to the `bert_config.json` / Hugging Face
+`config.json` vocabulary used by published checkpoints.
+"""
+
+import dataclasses
+import json
+import os
+
+# Activation names accepted in `EncoderConfig.hidden_act`. "gelu" is the exact
+# (erf) form; the tanh approximation goes by several names in the wild.
+EXACT_GELU_NAMES = ("gelu",)
+TANH_GELU_NAMES = ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+SUPPORTED_ACTIVATIONS = EXACT_GELU_NAMES + TANH_GELU_NAMES + ("relu",)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+    """Shape and regularisation of a BERT encoder (defaults: BERT-base).
+
+    `hidden_act` defaults to the exact (erf) GELU, which Hugging Face BERT
+    checkpoints use. Google's original TF1 checkpoints and Model Garden's
+    `BertEncoderV2` use the tanh approximation ("gelu_tanh"); importers set
+    the field from the checkpoint's own config.
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_epsilon: float = 1e-12
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads",
+                     "intermediate_size", "max_position_embeddings",
+                     "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(
+                    f"EncoderConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"EncoderConfig.hidden_size ({self.hidden_size}) must be divisible "
+                f"by num_heads ({self.num_heads})")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ValueError(
+                f"EncoderConfig.hidden_act={self.hidden_act!r} is not supported; "
+                f"expected one of {SUPPORTED_ACTIVATIONS}")
+        for name in ("hidden_dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {value!r}")
+
+    @property
+    def head_size(self):
+        return self.hidden_size // self.num_heads
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values, source="config"):
+        """Builds a config from a dict, rejecting unknown keys by name."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown encoder config key(s) {unknown}; "
+                f"expected a subset of {sorted(known)}")
+        converted = {}
+        for key, value in values.items():
+            expected = known[key].type
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise TypeError(
+                    f"{source}: encoder config key {key!r} must be "
+                    f"{expected.__name__}, got {type(value).__name__} {value!r}")
+            converted[key] = value
+        return cls(**converted)
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    # --- bert_config.json / Hugging Face config.json vocabulary -------------
+
+    @classmethod
+    def from_bert_config(cls, values, source="bert_config.json"):
+        """Reads Google's `bert_config.json` or a Hugging Face BERT `config.json`."""
+        required = ("vocab_size", "hidden_size", "num_hidden_layers",
+                    "num_attention_heads", "intermediate_size")
+        missing = [key for key in required if key not in values]
+        if missing:
+            raise ValueError(f"{source}: missing BERT config key(s) {missing}")
+        model_type = values.get("model_type", "bert")
+        if model_type != "bert":
+            raise ValueError(
+                f"{source}: model_type {model_type!r} is not a BERT model")
+        return cls(
+            vocab_size=int(values["vocab_size"]),
+            hidden_size=int(values["hidden_size"]),
+            num_layers=int(values["num_hidden_layers"]),
+            num_heads=int(values["num_attention_heads"]),
+            intermediate_size=int(values["intermediate_size"]),
+            hidden_act=values.get("hidden_act", "gelu"),
+            hidden_dropout=float(values.get("hidden_dropout_prob", 0.1)),
+            attention_dropout=float(values.get("attention_probs_dropout_prob", 0.1)),
+            max_position_embeddings=int(values.get("max_position_embeddings", 512)),
+            type_vocab_size=int(values.get("type_vocab_size", 2)),
+            initializer_range=float(values.get("initializer_range", 0.02)),
+            layer_norm_epsilon=float(values.get("layer_norm_eps", 1e-12)),
+        )
+
+    def to_bert_config(self):
+        """The `bert_config.json` form (also valid as a HF BERT config)."""
+        return {
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": self.hidden_act,
+            "hidden_dropout_prob": self.hidden_dropout,
+            "attention_probs_dropout_prob": self.attention_dropout,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "initializer_range": self.initializer_range,
+            "layer_norm_eps": self.layer_norm_epsilon,
+        }
+
+
+def read_bert_config_file(path):
+    """Loads a `bert_config.json`/`config.json` file into an `EncoderConfig`."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"BERT config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    return EncoderConfig.from_bert_config(values, source=path)

