@@ -57,10 +57,8 @@ class BertSelfAttention(keras.layers.Layer):
         query = self._split_heads(self.query(inputs))  # [B, S, N, H]
         key = self._split_heads(self.key(inputs))  # [B, T, N, H]
         value = self._split_heads(self.value(inputs))  # [B, T, N, H]
-        # Scaling the query (S*H values) is cheaper than scaling the scores (S*T).
-        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         scores = ops.einsum("bsnh,btnh->bnst", query, key)  # [B, N, S, T]
-        scores = ops.cast(scores, "float32")
+        scores = ops.cast(scores, "float32") / math.sqrt(self.head_size)
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, "float32")
         probs = ops.softmax(scores, axis=-1)

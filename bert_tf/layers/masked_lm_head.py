@@ -28,8 +28,8 @@ class MaskedLMHead(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
 
-    def build(self, sequence_shape, positions_shape=None):
-        hidden_size = sequence_shape[-1]
+    def build(self, sequence_output_shape, masked_positions_shape=None):
+        hidden_size = sequence_output_shape[-1]
         vocab_size = self.word_embeddings.input_dim
         self.transform = keras.layers.Dense(
             hidden_size, activation=get_activation(self.hidden_act),
@@ -53,8 +53,9 @@ class MaskedLMHead(keras.layers.Layer):
         logits = ops.einsum("bpd,vd->bpv", hidden, embedding_matrix)  # [B, P, V]
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
-    def compute_output_shape(self, sequence_shape, positions_shape=None):
-        return (sequence_shape[0], positions_shape[1] if positions_shape else None,
+    def compute_output_shape(self, sequence_output_shape, masked_positions_shape=None):
+        num_positions = masked_positions_shape[1] if masked_positions_shape else None
+        return (sequence_output_shape[0], num_positions,
                 self.word_embeddings.input_dim)
 
     def get_config(self):

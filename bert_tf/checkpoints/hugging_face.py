@@ -1,0 +1,203 @@
+"""Hugging Face BERT checkpoints (`BertModel` / `BertForPreTraining`).
+
+Reads and writes the safetensors layout (`model.safetensors`, optionally
+sharded with `model.safetensors.index.json`) plus `config.json`. PyTorch
+pickles (`pytorch_model.bin`) are read only through
+`torch.load(weights_only=True)`, which refuses to run code, and only when
+torch is installed; safetensors needs neither.
+
+PyTorch stores dense kernels as [out, in]; Keras as [in, out].
+"""
+
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+
+from bert_tf.checkpoints import weight_map
+from bert_tf.models.encoder_config import EncoderConfig
+
+CONFIG_NAME = "config.json"
+SAFETENSORS_NAME = "model.safetensors"
+SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"
+PYTORCH_NAME = "pytorch_model.bin"
+VOCAB_NAME = "vocab.txt"
+
+_ENCODER_PREFIX = "bert."
+
+
+def hf_name(canonical_name):
+    """Hugging Face key of a canonical (Google TF1) weight name, without `bert.`."""
+    special = {
+        "cls/predictions/output_bias": "cls.predictions.bias",
+        "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+        "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+    }
+    if canonical_name in special:
+        return special[canonical_name]
+    name = canonical_name
+    if name.startswith("bert/"):
+        name = name[len("bert/"):]
+    name = re.sub(r"layer_(\d+)", r"layer.\1", name)
+    name = name.replace("/", ".")
+    if name.endswith("_embeddings"):
+        return name + ".weight"
+    for ours, theirs in ((".kernel", ".weight"), (".gamma", ".weight"), (".beta", ".bias")):
+        if name.endswith(ours):
+            return name[: -len(ours)] + theirs
+    return name
+
+
+def _normalise_key(key):
+    """Strips the `bert.` prefix and maps old LayerNorm names (gamma/beta)."""
+    if key.startswith(_ENCODER_PREFIX):
+        key = key[len(_ENCODER_PREFIX):]
+    if key.endswith("LayerNorm.gamma"):
+        key = key[: -len("gamma")] + "weight"
+    elif key.endswith("LayerNorm.beta"):
+        key = key[: -len("beta")] + "bias"
+    return key
+
+
+def _to_ours(value, kind):
+    if kind in (weight_map.KERNEL, weight_map.TRANSPOSED_KERNEL):
+        return np.ascontiguousarray(value.T)
+    return value
+
+
+def weights_file(path):
+    """The weights file (or shard index) of a HF directory or file path."""
+    if os.path.isfile(path):
+        return path
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"Hugging Face checkpoint not found: {path}")
+    for name in (SAFETENSORS_NAME, SAFETENSORS_INDEX_NAME, PYTORCH_NAME):
+        candidate = os.path.join(path, name)
+        if os.path.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(
+        f"{path}: no {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} or {PYTORCH_NAME} found")
+
+
+def read_state_dict(path):
+    """All tensors of a HF checkpoint as numpy arrays, keys normalised."""
+    path = weights_file(path)
+    if path.endswith(".safetensors"):
+        raw = _read_safetensors(path)
+    elif path.endswith(SAFETENSORS_INDEX_NAME):
+        with open(path, encoding="utf-8") as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        raw = {}
+        for shard in shards:
+            raw.update(_read_safetensors(os.path.join(os.path.dirname(path), shard)))
+    elif path.endswith(".bin") or path.endswith(".pt"):
+        raw = _read_pytorch_pickle(path)
+    else:
+        raise ValueError(
+            f"{path}: unknown Hugging Face weights format; expected .safetensors or .bin")
+    return {_normalise_key(key): value for key, value in raw.items()}
+
+
+def _read_safetensors(path):
+    try:
+        from safetensors.numpy import load_file
+    except ImportError as e:
+        raise ImportError(
+            "reading Hugging Face safetensors needs the `safetensors` package: "
+            "pip install 'bert_tf[hf]'") from e
+    try:
+        return load_file(path)
+    except Exception as e:  # safetensors raises its own error types
+        raise ValueError(f"{path}: not a readable safetensors file ({e})") from e
+
+
+def _read_pytorch_pickle(path):
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(
+            f"{path} is a PyTorch pickle; reading it safely needs torch "
+            "(torch.load(weights_only=True)), which is not installed. Convert the "
+            "checkpoint to safetensors instead (model.safetensors).") from e
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return {key: value.float().numpy() for key, value in state.items()}
+
+
+def read_config(path):
+    """`EncoderConfig` from the `config.json` beside a HF checkpoint."""
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    config_path = os.path.join(directory, CONFIG_NAME)
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"{CONFIG_NAME} not found beside the checkpoint in {directory}")
+    with open(config_path, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{config_path}: not valid JSON ({e})") from e
+    position_type = values.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ValueError(
+            f"{config_path}: position_embedding_type {position_type!r} is not "
+            "supported; BERT uses 'absolute'")
+    return EncoderConfig.from_bert_config(values, source=config_path)
+
+
+def arrays_for_slots(state_dict, slots):
+    """Arrays in our layout for every slot whose HF key is in `state_dict`."""
+    arrays = {}
+    for slot in slots:
+        key = hf_name(slot.name)
+        if key in state_dict:
+            arrays[slot.name] = _to_ours(np.asarray(state_dict[key]), slot.kind)
+    return arrays
+
+
+def write(model, directory, vocab_file=None, lower_case=None):
+    """Writes `model` as a HF safetensors checkpoint with `config.json`.
+
+    An encoder is written as `BertModel`; a pretrainer as
+    `BertForPreTraining` (encoder keys prefixed with `bert.`).
+    """
+    from safetensors.numpy import save_file
+
+    os.makedirs(directory, exist_ok=True)
+    slots = weight_map.model_slots(model)
+    is_pretrainer = hasattr(model, "masked_lm_head")
+    tensors = {}
+    for slot in slots:
+        key = hf_name(slot.name)
+        if is_pretrainer and not key.startswith("cls."):
+            key = _ENCODER_PREFIX + key
+        value = np.asarray(slot.variable.numpy())
+        if slot.kind in (weight_map.KERNEL, weight_map.TRANSPOSED_KERNEL):
+            value = value.T
+        tensors[key] = np.ascontiguousarray(value)
+    save_file(tensors, os.path.join(directory, SAFETENSORS_NAME), metadata={"format": "pt"})
+    config = getattr(model, "encoder", model).encoder_config
+    values = {
+        "architectures": ["BertForPreTraining" if is_pretrainer else "BertModel"],
+        "model_type": "bert",
+        "position_embedding_type": "absolute",
+        **config.to_bert_config(),
+    }
+    with open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
+        json.dump(values, f, indent=2)
+    if vocab_file:
+        shutil.copyfile(vocab_file, os.path.join(directory, VOCAB_NAME))
+        if lower_case is not None:
+            with open(os.path.join(directory, "tokenizer_config.json"), "w",
+                      encoding="utf-8") as f:
+                json.dump({"do_lower_case": bool(lower_case),
+                           "tokenizer_class": "BertTokenizer"}, f, indent=2)
+    return directory
+
+
+def read_lower_case(directory):
+    """`do_lower_case` from `tokenizer_config.json`, or None when absent."""
+    path = os.path.join(directory, "tokenizer_config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("do_lower_case")

@@ -1,0 +1,47 @@
+"""Multiple-choice model (SWAG)."""
+
+import keras
+from keras import ops
+
+from bert_tf.layers.multiple_choice_head import MultipleChoiceHead
+from bert_tf.models.task_model import TaskModel, encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class _FlattenChoices(keras.layers.Layer):
+    """[B, C, S] -> [B * C, S]; a layer so the length is read at run time."""
+
+    def call(self, inputs):
+        return ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))
+
+    def compute_output_shape(self, inputs_shape):
+        return (None, inputs_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertMultipleChoice(TaskModel):
+    """Scores C packed `[CLS] context [SEP] choice [SEP]` sequences per example.
+
+    Inputs: the encoder's keys with shape [B, C, S]. Output `logits` [B, C]
+    (float32); softmax over the last axis gives the choice probabilities.
+    """
+
+    def __init__(self, encoder, num_choices=4, dropout=None, **kwargs):
+        config = encoder.encoder_config
+        dropout = config.hidden_dropout if dropout is None else dropout
+        inputs = encoder_inputs(sequence_shape=(num_choices, None))
+        # [B, C, S] -> [B * C, S]: every choice is an independent sequence.
+        flatten = _FlattenChoices(name="flatten_choices")
+        flat = {key: flatten(value) for key, value in inputs.items()}
+        head = MultipleChoiceHead(
+            num_choices, dropout=dropout, initializer_range=config.initializer_range,
+            dtype=encoder.dtype_policy, name="multiple_choice_head")
+        logits = head(encoder(flat)["pooled_output"])  # [B, C]
+        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        self.encoder = encoder
+        self.num_choices = num_choices
+        self.dropout = dropout
+        self.head = head
+
+    def get_config(self):
+        return self._task_config(num_choices=self.num_choices, dropout=self.dropout)

@@ -1,0 +1,48 @@
+"""Pretraining model: encoder + masked LM head (+ next-sentence head)."""
+
+import keras
+
+from bert_tf.layers.masked_lm_head import MaskedLMHead
+from bert_tf.layers.next_sentence_head import NextSentenceHead
+from bert_tf.models.task_model import TaskModel, encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainer(TaskModel):
+    """BERT's pretraining model.
+
+    Inputs: the encoder's `token_ids`, `segment_ids`, `padding_mask` [B, S]
+    plus `masked_lm_positions` [B, P]. Outputs: `mlm_logits` [B, P, V]
+    (float32, output projection tied to the word embeddings) and, with
+    `use_nsp=True`, `nsp_logits` [B, 2].
+    """
+
+    def __init__(self, encoder, use_nsp=True, **kwargs):
+        config = encoder.encoder_config
+        inputs = encoder_inputs()
+        inputs["masked_lm_positions"] = keras.Input(
+            shape=(None,), dtype="int32", name="masked_lm_positions")
+        encoded = encoder({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+
+        mlm_head = MaskedLMHead(
+            encoder.word_embeddings, hidden_act=config.hidden_act,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            initializer_range=config.initializer_range,
+            dtype=encoder.dtype_policy, name="masked_lm")
+        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"],
+                                          inputs["masked_lm_positions"])}
+        nsp_head = None
+        if use_nsp:
+            nsp_head = NextSentenceHead(
+                initializer_range=config.initializer_range,
+                dtype=encoder.dtype_policy, name="next_sentence")
+            outputs["nsp_logits"] = nsp_head(encoded["pooled_output"])
+
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+        self.use_nsp = use_nsp
+        self.masked_lm_head = mlm_head
+        self.next_sentence_head = nsp_head
+
+    def get_config(self):
+        return self._task_config(use_nsp=self.use_nsp)

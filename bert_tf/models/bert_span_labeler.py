@@ -1,0 +1,30 @@
+"""Span labeler for extractive question answering (SQuAD v1.1 / v2.0)."""
+
+import keras
+
+from bert_tf.layers.span_head import SpanHead
+from bert_tf.models.task_model import TaskModel, encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSpanLabeler(TaskModel):
+    """Encoder + span head: `start_logits` and `end_logits` [B, S] (float32).
+
+    For SQuAD v2.0 the no-answer score is read from position 0 ([CLS]), as in
+    BERT.
+    """
+
+    def __init__(self, encoder, **kwargs):
+        config = encoder.encoder_config
+        inputs = encoder_inputs()
+        head = SpanHead(initializer_range=config.initializer_range,
+                        dtype=encoder.dtype_policy, name="span_head")
+        start_logits, end_logits = head(encoder(inputs)["sequence_output"])
+        super().__init__(
+            inputs=inputs,
+            outputs={"start_logits": start_logits, "end_logits": end_logits}, **kwargs)
+        self.encoder = encoder
+        self.head = head
+
+    def get_config(self):
+        return self._task_config()

@@ -1,0 +1,28 @@
+"""Token tagger (NER)."""
+
+import keras
+
+from bert_tf.layers.token_classification_head import TokenClassificationHead
+from bert_tf.models.task_model import TaskModel, encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenClassifier(TaskModel):
+    """Encoder + token-classification head: `logits` [B, S, num_labels]."""
+
+    def __init__(self, encoder, num_labels, dropout=None, **kwargs):
+        config = encoder.encoder_config
+        dropout = config.hidden_dropout if dropout is None else dropout
+        inputs = encoder_inputs()
+        head = TokenClassificationHead(
+            num_labels, dropout=dropout, initializer_range=config.initializer_range,
+            dtype=encoder.dtype_policy, name="token_classification_head")
+        logits = head(encoder(inputs)["sequence_output"])
+        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        self.encoder = encoder
+        self.num_labels = num_labels
+        self.dropout = dropout
+        self.head = head
+
+    def get_config(self):
+        return self._task_config(num_labels=self.num_labels, dropout=self.dropout)
