@@ -83,6 +83,10 @@ class BertEncoder(keras.Model):
             dtype=dtype, **kwargs)
 
         # === Attributes ===
+        # Functional models ignore `dtype`; record the layers' policy so task
+        # heads and serialisation use the same one.
+        self.dtype_policy = (keras.dtype_policies.get(dtype) if dtype is not None
+                             else keras.config.dtype_policy())
         self.encoder_config = config
         self.embeddings = embeddings
         self.transformer_layers = blocks
@@ -100,6 +104,7 @@ class BertEncoder(keras.Model):
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy),
                 **self.encoder_config.to_dict()}
 
     @classmethod

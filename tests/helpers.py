@@ -1,0 +1,27 @@
+"""Small shared helpers for tests: tiny configs and random inputs."""
+
+import numpy as np
+
+from bert_tf.models.encoder_config import EncoderConfig
+
+TINY = EncoderConfig(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4,
+                     intermediate_size=64, max_position_embeddings=32)
+
+
+def random_inputs(batch=2, length=10, vocab_size=100, pad_from=None, seed=0):
+    """Encoder inputs; rows padded from `pad_from[i]` when given."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, vocab_size, (batch, length)).astype("int32")
+    segment_ids = np.zeros((batch, length), "int32")
+    segment_ids[:, length // 2:] = 1
+    padding_mask = np.ones((batch, length), "int32")
+    if pad_from is not None:
+        for row, start in enumerate(pad_from):
+            padding_mask[row, start:] = 0
+            token_ids[row, start:] = 0
+            segment_ids[row, start:] = 0
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def max_abs_diff(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
