@@ -1,0 +1,41 @@
+"""Build a BERT model and print its structure: the smoke test of an install.
+
+    python -m bert_tf.summary --preset bert_mini
+    python -m bert_tf.summary --checkpoint path/to/checkpoint --task pretrainer
+"""
+
+import argparse
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.summary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--preset", default="bert_mini", help="encoder size, e.g. bert_tiny, bert_base")
+    source.add_argument("--checkpoint", help="load weights from any supported format instead")
+    parser.add_argument("--task", choices=("encoder", "pretrainer"), default="pretrainer")
+    parser.add_argument("--list_presets", action="store_true", help="print the preset names")
+    args = parser.parse_args(argv)
+
+    from bert_tf.models import BertEncoder, BertPretrainer, get_preset, preset_names
+
+    if args.list_presets:
+        print("\n".join(preset_names()))
+        return 0
+    if args.checkpoint:
+        from bert_tf.checkpoints import loading
+        model = loading.load(args.checkpoint, args.task).model
+    else:
+        encoder = BertEncoder.from_encoder_config(get_preset(args.preset))
+        model = encoder if args.task == "encoder" else BertPretrainer(encoder)
+    model.summary(expand_nested=False)
+    encoder = getattr(model, "encoder", model)
+    print(f"encoder config: {encoder.encoder_config}")
+    print(f"encoder parameters: {encoder.count_params():,}")
+    print(f"{type(model).__name__} parameters: {model.count_params():,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
