@@ -1,0 +1,278 @@
+"""The dynamic pretraining pipeline: raw text to batches of MLM (+ NSP) features, in graph.
+
+    corpus files --document_dataset--> documents (1-D tf.string, one sentence each)
+      --ragged_batch(documents_per_window)--> windows [D, (sentences)]
+      --tokenize, make_instances--> padded [CLS] A [SEP] B [SEP] instances
+      --unbatch, seeded shuffle, enumerate--> (example index, instance)
+      --mask_tokens--> features --batch--> [B, S] / [B, P] / [B]
+
+Everything runs in tf.data ops (no `tf.py_function`, no Python per example),
+so the pipeline runs on TPU hosts and parallelises over the cores.
+
+Determinism: every random draw is stateless. Pair construction is keyed by
+(seed, epoch, input pipeline, window index), the instance shuffle by (seed,
+epoch, input pipeline) and the masks by (seed, epoch, input pipeline, example
+index), where the example index counts the instances of this input pipeline
+in the epoch, in output order. Hence the same seed gives the same batches in
+every run, a different seed or epoch gives different pairs and masks (dynamic
+masking: a fresh mask every epoch), and a run resumed with
+`start_example=k` yields exactly the tail of an uninterrupted one (it
+recomputes the windows, but skips the masking of the first k examples).
+All parallel maps keep the default `deterministic=True`. The corpus files
+are read in their sorted order every epoch (a file shuffle seeded per epoch
+would need a tensor seed in `corpus.document_dataset`); the window pairing
+and the instance shuffle buffer mix the documents.
+
+Feature names are the original BERT ones (`input_ids`, `input_mask`,
+`segment_ids`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`,
+`next_sentence_labels`); `to_model_inputs` maps them to the model's inputs.
+Without NSP (`nsp=False`) `next_sentence_labels` is omitted, so a task cannot
+train the NSP head on constant labels by mistake.
+
+Shape legend: B batch, S max_seq_length, P max_predictions_per_seq.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.data import corpus
+from bert_tf.data.records import FEATURE_NAMES
+from bert_tf.data.sentence_pairs import make_instances
+from bert_tf.text.masking import DynamicMasker, VocabInfo, read_vocab, vocab_info_from_tokens
+
+# Tags folded into the seed, one per independent stream of draws.
+_PAIRS_TAG = 11
+_SHUFFLE_TAG = 12
+_MASK_TAG = 13
+
+
+def _fold(seed, *values):
+    """Folds integers (Python or scalar tensors) into a stateless seed [2]."""
+    for value in values:
+        seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(value, tf.int64))
+    return seed
+
+
+def vocab_for_tokenizer(tokenizer, vocab_file=None):
+    """The `VocabInfo` masking needs, checked against the tokenizer's special ids.
+
+    The tokens (for the "##" table and the random-replacement ids) come from
+    `vocab_file` when given, else from the tokenizer's `vocab` (a list of
+    tokens, as `bert_tf.text.tokenizer.BertTokenizer` has). With neither,
+    random replacement draws from every id but the special ones, and
+    whole-word masking is unavailable.
+
+    Raises:
+      ValueError: the vocabulary disagrees with the tokenizer (size or special
+        ids); the message names the vocab file.
+    """
+    special = {name: int(getattr(tokenizer, f"{name}_id"))
+               for name in ("pad", "unk", "cls", "sep", "mask")}
+    vocab_size = int(tokenizer.vocab_size)
+    if vocab_file is not None:
+        vocab, source = read_vocab(vocab_file), vocab_file
+    elif getattr(tokenizer, "vocab", None) is not None:
+        vocab, source = vocab_info_from_tokens(tokenizer.vocab), "the tokenizer's vocab"
+    else:
+        random_ids = np.setdiff1d(np.arange(vocab_size, dtype=np.int32),
+                                  np.array(list(special.values()), np.int32))
+        return VocabInfo(tokens=(), is_continuation=None, random_token_ids=random_ids,
+                         **{f"{name}_id": value for name, value in special.items()})
+    if vocab.vocab_size != vocab_size:
+        raise ValueError(f"{source} has {vocab.vocab_size} tokens but the tokenizer's "
+                         f"vocab_size is {vocab_size}")
+    for name, value in special.items():
+        if getattr(vocab, f"{name}_id") != value:
+            raise ValueError(f"{source}: [{name.upper()}] has id "
+                             f"{getattr(vocab, f'{name}_id')} but the tokenizer uses {value}")
+    return vocab
+
+
+def _tokenize_window(tokenizer, documents):
+    """[D, (sentences)] tf.string -> int32 [D, (sentences), (tokens)]."""
+    tokens = tokenizer.tokenize(documents.flat_values)  # [N, (T)] or [N, (words), (pieces)]
+    if tokens.ragged_rank > 1:
+        tokens = tokens.merge_dims(1, -1)
+    tokens = tf.cast(tokens, tf.int32)
+    return tf.RaggedTensor.from_row_splits(tokens, documents.row_splits, validate=False)
+
+
+def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
+                         max_seq_length=128, max_predictions_per_seq=20,
+                         masked_lm_prob=0.15, short_seq_prob=0.1, nsp=True,
+                         whole_word_masking=False, seed=0, pipeline_id=0,
+                         documents_per_window=64, shuffle_buffer_size=10000,
+                         start_example=0, num_parallel_calls=tf.data.AUTOTUNE):
+    """One epoch of unbatched pretraining examples from a dataset of documents.
+
+    Args:
+      documents: a `tf.data.Dataset` of 1-D `tf.string` documents (one
+        sentence per element), e.g. from `corpus.document_dataset`.
+      tokenizer: an object with `tokenize(1-D tf.string) -> RaggedTensor` of
+        int ids [N, (T)], `vocab_size` and `pad_id`, `unk_id`, `cls_id`,
+        `sep_id`, `mask_id` (e.g. `bert_tf.text.tokenizer.BertTokenizer`).
+      vocab_file: the tokenizer's vocab.txt; optional when the tokenizer has
+        a `vocab` token list; one of them is required for whole-word masking.
+      epoch: int or scalar int64 tensor, folded into every random draw.
+      max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
+        nsp, whole_word_masking: BERT's data options (see the module docstring).
+      seed: the run's seed.
+      pipeline_id: index of this input pipeline (multi-host), folded into the draws.
+      documents_per_window: how many documents are grouped to draw the
+        "random other document" of NotNext pairs from (see `sentence_pairs`).
+      shuffle_buffer_size: size of the seeded instance shuffle buffer;
+        instances of one document are consecutive before it. 0 or 1 disables.
+      start_example: skip this many examples (resuming inside the epoch).
+      num_parallel_calls: parallelism of the maps (order stays deterministic).
+
+    Returns:
+      A `tf.data.Dataset` of feature dicts (see `FEATURE_NAMES`).
+    """
+    vocab, masker = _prepare(tokenizer, vocab_file, max_seq_length=max_seq_length,
+                             max_predictions_per_seq=max_predictions_per_seq,
+                             masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
+                             whole_word_masking=whole_word_masking,
+                             documents_per_window=documents_per_window)
+    return _epoch_examples(
+        documents, tokenizer, vocab, masker, epoch=epoch, start_example=start_example,
+        max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, nsp=nsp, seed=seed,
+        pipeline_id=pipeline_id, documents_per_window=documents_per_window,
+        shuffle_buffer_size=shuffle_buffer_size, num_parallel_calls=num_parallel_calls)
+
+
+def _prepare(tokenizer, vocab_file, *, max_seq_length, max_predictions_per_seq,
+             masked_lm_prob, short_seq_prob, whole_word_masking, documents_per_window):
+    """Validates the options eagerly and builds the vocabulary tables and the masker."""
+    if documents_per_window < 1:
+        raise ValueError(f"documents_per_window must be >= 1, got {documents_per_window}")
+    if max_predictions_per_seq > max_seq_length:
+        raise ValueError(f"max_predictions_per_seq={max_predictions_per_seq} exceeds "
+                         f"max_seq_length={max_seq_length}")
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise ValueError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
+    vocab = vocab_for_tokenizer(tokenizer, vocab_file)
+    if whole_word_masking and vocab.is_continuation is None:
+        raise ValueError("whole_word_masking needs the vocab file (to know the '##' pieces)")
+    masker = DynamicMasker.from_vocab(
+        vocab, whole_word_masking=whole_word_masking,
+        max_predictions_per_seq=max_predictions_per_seq, masked_lm_prob=masked_lm_prob)
+    return vocab, masker
+
+
+def _epoch_examples(documents, tokenizer, vocab, masker, *, epoch, start_example,
+                    max_seq_length, short_seq_prob, nsp, seed, pipeline_id,
+                    documents_per_window, shuffle_buffer_size, num_parallel_calls):
+    """The dataset of `pretraining_examples`, from validated inputs (traceable)."""
+    key = _fold(tf.constant([seed, 0], tf.int64), epoch, pipeline_id)
+    pairs_key = _fold(key, _PAIRS_TAG)
+    mask_key = _fold(key, _MASK_TAG)
+
+    def window_instances(window_index, window):
+        document_tokens = _tokenize_window(tokenizer, window)
+        return make_instances(
+            document_tokens, _fold(pairs_key, window_index), max_seq_length=max_seq_length,
+            cls_id=vocab.cls_id, sep_id=vocab.sep_id, pad_id=vocab.pad_id,
+            short_seq_prob=short_seq_prob, nsp=nsp)
+
+    def mask_example(example_index, instance):
+        features = dict(instance)
+        features.update(masker(instance["input_ids"], _fold(mask_key, example_index)))
+        if not nsp:
+            del features["next_sentence_labels"]
+        return {name: features[name] for name in FEATURE_NAMES if name in features}
+
+    windows = documents.ragged_batch(documents_per_window).enumerate()
+    instances = windows.map(window_instances, num_parallel_calls=num_parallel_calls).unbatch()
+    if shuffle_buffer_size > 1:
+        shuffle_key = _fold(key, _SHUFFLE_TAG)
+        # A scalar int64 op seed: the same key always gives the same order.
+        shuffle_seed = (tf.cast(shuffle_key[0], tf.int64) * (2 ** 32)
+                        + tf.cast(shuffle_key[1], tf.int64) % (2 ** 32))
+        instances = instances.shuffle(shuffle_buffer_size, seed=shuffle_seed,
+                                      reshuffle_each_iteration=False)
+    examples = instances.enumerate().skip(start_example)
+    return examples.map(mask_example, num_parallel_calls=num_parallel_calls)
+
+
+def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size,
+                        max_seq_length=128, max_predictions_per_seq=20,
+                        masked_lm_prob=0.15, short_seq_prob=0.1, nsp=True,
+                        whole_word_masking=False, seed=0, epoch=0, num_epochs=1,
+                        start_example=0, documents_per_window=64,
+                        shuffle_buffer_size=10000, input_context=None,
+                        drop_remainder=True, cycle_length=4,
+                        num_parallel_calls=tf.data.AUTOTUNE):
+    """Batches of dynamically masked BERT pretraining features from corpus files.
+
+    Args:
+      file_patterns: glob(s) of corpus files in BERT's format (one sentence
+        per line, blank line between documents); a pattern matching nothing
+        raises ValueError here.
+      tokenizer, vocab_file: see `pretraining_examples`.
+      batch_size: the global batch size; with `input_context` each pipeline
+        batches `input_context.get_per_replica_batch_size(batch_size)`.
+        None yields unbatched examples.
+      epoch: the first epoch (folded into all draws); resuming a run passes the
+        epoch and the `start_example` where it stopped.
+      num_epochs: epochs to produce, `epoch, epoch + 1, ...`; None repeats forever.
+      start_example: examples of the first epoch to skip.
+      input_context: optional `tf.distribute.InputContext`; files are sharded
+        by `corpus.document_dataset` and the pipeline id is folded into the draws.
+      drop_remainder: drop the last partial batch (static shapes for TPUs).
+      cycle_length: files read at once (fixed for reproducibility).
+      Other arguments: see `pretraining_examples`.
+
+    Returns:
+      A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids`
+      int32 [B, S]; `masked_lm_positions`, `masked_lm_ids` int32 [B, P];
+      `masked_lm_weights` float32 [B, P]; `next_sentence_labels` int32 [B]
+      (0 IsNext, 1 NotNext; absent when `nsp=False`).
+    """
+    if num_epochs is not None and num_epochs < 1:
+        raise ValueError(f"num_epochs must be >= 1 or None, got {num_epochs}")
+    documents = corpus.document_dataset(
+        file_patterns, input_context=input_context, cycle_length=cycle_length,
+        num_parallel_calls=num_parallel_calls)
+    pipeline_id = input_context.input_pipeline_id if input_context is not None else 0
+    # Eagerly, before the flat_map below traces anything.
+    vocab, masker = _prepare(tokenizer, vocab_file, max_seq_length=max_seq_length,
+                             max_predictions_per_seq=max_predictions_per_seq,
+                             masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
+                             whole_word_masking=whole_word_masking,
+                             documents_per_window=documents_per_window)
+
+    def one_epoch(current_epoch):
+        skip = tf.where(current_epoch == epoch, tf.cast(start_example, tf.int64), 0)
+        return _epoch_examples(
+            documents, tokenizer, vocab, masker, epoch=current_epoch, start_example=skip,
+            max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, nsp=nsp,
+            seed=seed, pipeline_id=pipeline_id, documents_per_window=documents_per_window,
+            shuffle_buffer_size=shuffle_buffer_size, num_parallel_calls=num_parallel_calls)
+
+    last = np.iinfo(np.int64).max if num_epochs is None else epoch + num_epochs
+    dataset = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)
+    if batch_size is not None:
+        per_replica = (input_context.get_per_replica_batch_size(batch_size)
+                       if input_context is not None else batch_size)
+        dataset = dataset.batch(per_replica, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def to_model_inputs(features):
+    """Maps BERT's feature names to the pretrainer's (inputs, labels) dicts.
+
+    inputs: `token_ids`, `segment_ids`, `padding_mask`, `masked_lm_positions`;
+    labels: `masked_lm_ids`, `masked_lm_weights` and, when present,
+    `next_sentence_labels`. Usable as `dataset.map(to_model_inputs)`.
+    """
+    inputs = {
+        "token_ids": features["input_ids"],
+        "segment_ids": features["segment_ids"],
+        "padding_mask": features["input_mask"],
+        "masked_lm_positions": features["masked_lm_positions"],
+    }
+    labels = {"masked_lm_ids": features["masked_lm_ids"],
+              "masked_lm_weights": features["masked_lm_weights"]}
+    if "next_sentence_labels" in features:
+        labels["next_sentence_labels"] = features["next_sentence_labels"]
+    return inputs, labels
