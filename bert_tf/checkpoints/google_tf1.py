@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import weight_map
+from bert_tf.layers.activations import TANH_GELU_NAMES
 from bert_tf.models.encoder_config import EncoderConfig
 
 CHECKPOINT_NAME = "bert_model.ckpt"
@@ -114,7 +115,7 @@ def write(model, directory, vocab_file=None):
         shape_and_slices=[""] * len(slots), tensors=tensors)
     config = encoder_of(model).encoder_config
     values = config.to_bert_config()
-    if config.hidden_act in ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+    if config.hidden_act in TANH_GELU_NAMES:
         values["hidden_act"] = "gelu"
     else:
         values[EXACT_ACT_KEY] = config.hidden_act

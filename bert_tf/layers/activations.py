@@ -3,7 +3,11 @@
 import keras
 from keras import ops
 
-from bert_tf.models import encoder_config
+# Names accepted for `hidden_act`. "gelu" is the exact (erf) form; the tanh
+# approximation goes by several names in the wild.
+EXACT_GELU_NAMES = ("gelu",)
+TANH_GELU_NAMES = ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+SUPPORTED_ACTIVATIONS = EXACT_GELU_NAMES + TANH_GELU_NAMES + ("relu",)
 
 
 def gelu_exact(x):
@@ -18,12 +22,12 @@ def gelu_tanh(x):
 
 def get_activation(name):
     """Maps a checkpoint's `hidden_act` name to a function."""
-    if name in encoder_config.EXACT_GELU_NAMES:
+    if name in EXACT_GELU_NAMES:
         return gelu_exact
-    if name in encoder_config.TANH_GELU_NAMES:
+    if name in TANH_GELU_NAMES:
         return gelu_tanh
     if name == "relu":
         return keras.activations.relu
     raise ValueError(
         f"unsupported activation {name!r}; expected one of "
-        f"{encoder_config.SUPPORTED_ACTIVATIONS}")
+        f"{SUPPORTED_ACTIVATIONS}")

@@ -9,11 +9,7 @@ import dataclasses
 import json
 import os
 
-# Activation names accepted in `EncoderConfig.hidden_act`. "gelu" is the exact
-# (erf) form; the tanh approximation goes by several names in the wild.
-EXACT_GELU_NAMES = ("gelu",)
-TANH_GELU_NAMES = ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
-SUPPORTED_ACTIVATIONS = EXACT_GELU_NAMES + TANH_GELU_NAMES + ("relu",)
+from bert_tf.layers.activations import SUPPORTED_ACTIVATIONS
 
 
 @dataclasses.dataclass(frozen=True)

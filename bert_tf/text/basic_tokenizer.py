@@ -83,7 +83,10 @@ class BasicTokenizer(tf.Module):
         self.unicode_version = tables.unicode_version
         self._main = _TwoLevelLookup(tables.main, "main_table")
         self._ordering = _TwoLevelLookup(tables.ordering, "ordering_table")
-        self._exp_splits = tf.constant(tables.expansion_splits, tf.int32)
+        # One extra split keeps `splits[row + 1]` in range for row 0 even
+        # when there are no expansions (cased mode).
+        splits = tables.expansion_splits
+        self._exp_splits = tf.constant(list(splits) + [splits[-1]], tf.int32)
         self._exp_cps = tf.constant(tables.expansion_cps, tf.int32)
         self._exp_kinds = tf.constant(tables.expansion_kinds, tf.int32)
         self._exp_offsets = tf.constant(tables.expansion_offsets, tf.int32)

@@ -7,6 +7,14 @@ splitting, built from per-code-point tables generated with Python's own
 Everything is TensorFlow ops, so the tokenizer runs inside `tf.function`,
 `tf.data.Dataset.map` and SavedModels.
 
+`tokenize` takes one of three exact paths per string:
+* printable ASCII: ASCII lower-casing, then end-to-end WordPiece (its
+  whitespace/punctuation split is BERT's there, and bytes are chars);
+* other text: `BasicTokenizer.normalize`, then end-to-end WordPiece;
+* other text when the batch may hold a word over 100 chars (BERT's cap is in
+  chars, the op's in bytes): words split in graph, WordPiece per word.
+`tokenize_with_offsets` always takes the last path.
+
 Conventions:
 * ids are int32 and never contain special tokens; `SegmentPacker` adds them.
 * invalid UTF-8 bytes are dropped (decoded to U+FFFD, which BERT drops), like
@@ -123,8 +131,9 @@ class BertTokenizer(tf.Module):
             raise ValueError(
                 f"vocab file {vocab_file} lacks special token(s) {', '.join(missing)}"
             )
-        # Keeps the vocab file with a SavedModel that tracks this module.
-        self.vocab_file = tf.saved_model.Asset(str(vocab_file))
+        self.vocab_file = str(vocab_file)
+        # Copies the vocab file into a SavedModel that tracks this module.
+        self.vocab_asset = tf.saved_model.Asset(self.vocab_file)
         self._basic = BasicTokenizer(lower_case=self.lower_case)
         matchable = _matchable_vocab(tokens)
         # Over pre-split words (the exact general path, and offsets).
@@ -132,8 +141,8 @@ class BertTokenizer(tf.Module):
             matchable, no_pretokenization=True, max_bytes_per_word=_MAX_BYTES_PER_WORD
         )
         # End to end over normalized text: its own split on whitespace,
-        # punctuation and CJK is exactly BERT's on that text (checked by
-        # tests for every code point), and it is about twice as fast.
+        # punctuation and CJK is exactly BERT's on that text (a test checks
+        # every code point), and it is cheaper than grouping words in graph.
         self._wordpiece_e2e = _fast_wordpiece(
             matchable, no_pretokenization=False, max_bytes_per_word=_MAX_BYTES_PER_WORD
         )
