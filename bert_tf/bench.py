@@ -1,0 +1,31 @@
+"""Benchmarks: `python -m bert_tf.bench {tokenizer,pipeline} [options]`.
+
+Each benchmark measures a peer in the same run where one exists and reports
+ratios, because these machines are shared and absolute numbers are noisy.
+`python -m bert_tf.bench NAME --help` lists a benchmark's options.
+"""
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "tokenizer": ("bert_tf.benchmarks.tokenizer",
+                  "in-graph WordPiece vs Hugging Face tokenizers, sentences/s"),
+    "pipeline": ("bert_tf.benchmarks.pipeline",
+                 "dynamic pretraining pipeline, tokens/s and sequences/s"),
+}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in BENCHMARKS:
+        lines = [f"  {name:10s} {what}" for name, (_, what) in BENCHMARKS.items()]
+        print("usage: python -m bert_tf.bench NAME [options]\n\nbenchmarks:\n" + "\n".join(lines),
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(BENCHMARKS[argv[0]][0])
+    return module.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Benchmark implementations behind `python -m bert_tf.bench`."""
