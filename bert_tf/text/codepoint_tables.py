@@ -146,7 +146,8 @@ class TwoLevelTable:
     def lookup(self, cps):
         """NumPy lookup, the same arithmetic the graph uses."""
         cps = np.asarray(cps)
-        return self.blocks[self.block_index[cps >> BLOCK_BITS] * BLOCK_SIZE + (cps & (BLOCK_SIZE - 1))]
+        block = self.block_index[cps >> BLOCK_BITS]
+        return self.blocks[block * BLOCK_SIZE + (cps & (BLOCK_SIZE - 1))]
 
 
 @dataclasses.dataclass(frozen=True)

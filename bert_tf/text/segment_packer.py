@@ -67,7 +67,9 @@ class SegmentPacker(tf.Module):
     def __init__(self, max_seq_length, cls_id, sep_id, pad_id=0, name=None):
         super().__init__(name=name)
         if max_seq_length < 2:
-            raise ValueError(f"max_seq_length must be >= 2 for [CLS] and [SEP], got {max_seq_length}")
+            raise ValueError(
+                f"max_seq_length must be >= 2 for [CLS] and [SEP], got {max_seq_length}"
+            )
         self.max_seq_length = int(max_seq_length)
         self.cls_id = int(cls_id)
         self.sep_id = int(sep_id)
@@ -119,7 +121,8 @@ class SegmentPacker(tf.Module):
             parts = [_keep_first(first, len_a), _keep_first(segments[1], len_b)]
 
         def column(value):
-            return tf.RaggedTensor.from_tensor(tf.fill([batch_size, 1], tf.constant(value, tf.int32)))
+            value = tf.constant(value, tf.int32)
+            return tf.RaggedTensor.from_tensor(tf.fill([batch_size, 1], value))
 
         cls_col, sep_col = column(self.cls_id), column(self.sep_id)
         pieces, types = [cls_col], [tf.zeros_like(cls_col)]

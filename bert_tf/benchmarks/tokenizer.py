@@ -1,6 +1,6 @@
 """Tokenizer throughput: in-graph `BertTokenizer` vs Hugging Face `tokenizers`.
 
-    python -m bert_tf.bench_tokenizer [--vocab_file V] [--data FILE] [--cased]
+    python -m bert_tf.bench tokenizer [--vocab_file V] [--data FILE] [--cased]
 
 Tokenizes every sentence of GLUE SST-2 train (67,349 rows) in batches of
 1,024 with both tokenizers in the same process, reports sentences/s and
@@ -25,7 +25,7 @@ from bert_tf import shared_data  # noqa: E402
 def build_parser():
     """Command-line options of the benchmark."""
     parser = argparse.ArgumentParser(
-        prog="python -m bert_tf.bench_tokenizer", description=__doc__.split("\n\n")[0]
+        prog="python -m bert_tf.bench tokenizer", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--vocab_file",
@@ -41,7 +41,9 @@ def build_parser():
     parser.add_argument("--batch_size", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3, help="full passes; the best counts")
     parser.add_argument(
-        "--no_fast_bert", action="store_true", help="skip the tensorflow-text FastBertTokenizer baseline"
+        "--no_fast_bert",
+        action="store_true",
+        help="skip the tensorflow-text FastBertTokenizer baseline",
     )
     return parser
 
@@ -108,7 +110,9 @@ def run(args):
         batches,
         args.repeats,
     )
-    results["hf_tokenizers"] = _rates("HF tokenizers BertWordPiece", seconds, pieces, len(sentences))
+    results["hf_tokenizers"] = _rates(
+        "HF tokenizers BertWordPiece", seconds, pieces, len(sentences)
+    )
     results["speedup_vs_hf"] = (
         results["ours"]["sentences_per_s"] / results["hf_tokenizers"]["sentences_per_s"]
     )
@@ -146,7 +150,8 @@ def format_results(results):
     lines.append(f"  same ids as HF tokenizers: {results['same_ids_as_hf']:,} / {n:,}")
     if "fast_bert_same_ids_as_ours" in results:
         lines.append(
-            f"  FastBertTokenizer same ids as ours: {results['fast_bert_same_ids_as_ours']:,} / {n:,}"
+            "  FastBertTokenizer same ids as ours: "
+            f"{results['fast_bert_same_ids_as_ours']:,} / {n:,}"
         )
     return lines
 
