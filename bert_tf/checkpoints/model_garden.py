@@ -13,7 +13,6 @@ Garden encoder needs `tf-models-official` (the `garden` extra).
 
 import re
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import weight_map

@@ -17,42 +17,12 @@ deterministic `interleave`, so the element order depends only on the file list,
 
 import tensorflow as tf
 
+from bert_tf.file_patterns import expand_file_patterns
+
 
 def list_files(file_patterns):
-    """Expands glob patterns into a list of files, in a stable order.
-
-    Args:
-      file_patterns: a pattern (`str`) or a list of patterns, in any form
-        `tf.io.gfile.glob` accepts (local paths, `gs://...`).
-
-    Returns:
-      The matching files: each pattern's matches sorted, patterns in the given
-      order, duplicates kept only at their first position.
-
-    Raises:
-      ValueError: no pattern given, or a pattern matches no file (the error
-        names the pattern), or a pattern matches only directories.
-    """
-    patterns = _as_pattern_list(file_patterns)
-    files = []
-    seen = set()
-    for pattern in patterns:
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise ValueError(f"Corpus file pattern {pattern!r} matches no file.")
-        # Directories cannot be read line by line; a pattern such as "data/*"
-        # that also catches a sub-folder should not fail at iteration time.
-        regular = [path for path in matches if not tf.io.gfile.isdir(path)]
-        if not regular:
-            raise ValueError(
-                f"Corpus file pattern {pattern!r} matches only directories "
-                f"({matches[:3]}...); expected text files."
-            )
-        for path in regular:
-            if path not in seen:
-                seen.add(path)
-                files.append(path)
-    return files
+    """Expands corpus file patterns; see `bert_tf.file_patterns.expand_file_patterns`."""
+    return expand_file_patterns(file_patterns, kind="corpus")
 
 
 def document_dataset(

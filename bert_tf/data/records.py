@@ -36,6 +36,8 @@ import struct
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.file_patterns import expand_file_patterns
+
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 _SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -78,25 +80,8 @@ def _masked_crc32c(data):
 
 
 def list_record_files(file_patterns):
-    """Expands glob pattern(s) into a sorted, de-duplicated list of files.
-
-    Raises:
-      FileNotFoundError: a pattern matches no file (the message names it).
-      ValueError: no pattern given.
-    """
-    patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-    if not patterns:
-        raise ValueError("no TFRecord file pattern given")
-    files, seen = [], set()
-    for pattern in patterns:
-        matches = sorted(p for p in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(p))
-        if not matches:
-            raise FileNotFoundError(f"TFRecord pattern {pattern!r} matches no file")
-        for path in matches:
-            if path not in seen:
-                seen.add(path)
-                files.append(path)
-    return files
+    """Expands TFRecord file patterns; see `bert_tf.file_patterns.expand_file_patterns`."""
+    return expand_file_patterns(file_patterns, kind="TFRecord")
 
 
 def scan_record_file(path):

@@ -34,12 +34,11 @@ gives the exact size with one pass.
 """
 
 import collections
-import glob
 import heapq
-import os
 import time
 import unicodedata
 
+from bert_tf.file_patterns import expand_file_patterns
 # One definition of BERT's character classes for the whole package: the
 # in-graph tokenizer's tables are built from the same predicates.
 from bert_tf.text.codepoint_tables import (
@@ -127,27 +126,8 @@ def split_word(token, lower_case=True):
 
 
 def list_text_files(file_patterns):
-    """Expands local glob patterns (each sorted, in the given order, no duplicates).
-
-    Raises:
-      ValueError: no pattern, or a pattern matching no file (named in the message).
-    """
-    if isinstance(file_patterns, str):
-        file_patterns = [file_patterns]
-    file_patterns = list(file_patterns)
-    if not file_patterns:
-        raise ValueError("No input file pattern given.")
-    files = []
-    seen = set()
-    for pattern in file_patterns:
-        matches = sorted(path for path in glob.glob(pattern) if os.path.isfile(path))
-        if not matches:
-            raise ValueError(f"Input pattern {pattern!r} matches no file.")
-        for path in matches:
-            if path not in seen:
-                seen.add(path)
-                files.append(path)
-    return files
+    """Expands input text file patterns; see `bert_tf.file_patterns.expand_file_patterns`."""
+    return expand_file_patterns(file_patterns, kind="input")
 
 
 def iter_lines(files, max_lines=None):

@@ -154,7 +154,7 @@ def test_missing_file_is_a_clear_error_at_construction(tmp_path):
     assert missing in str(error.value)
     with pytest.raises(ValueError, match="matches only directories"):
         corpus.list_files(str(tmp_path))
-    with pytest.raises(ValueError, match="non-empty corpus file patterns"):
+    with pytest.raises(ValueError, match="no corpus file pattern given"):
         corpus.list_files([])
     with pytest.raises(ValueError, match="cycle_length must be a positive integer"):
         corpus.document_dataset(str(tmp_path), cycle_length=0)
