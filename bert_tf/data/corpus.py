@@ -15,6 +15,8 @@ deterministic `interleave`, so the element order depends only on the file list,
 `cycle_length`, `block_length` and the input pipeline, never on timing.
 """
 
+import logging
+
 import tensorflow as tf
 
 from bert_tf.file_patterns import expand_file_patterns
@@ -23,6 +25,37 @@ from bert_tf.file_patterns import expand_file_patterns
 def list_files(file_patterns):
     """Expands corpus file patterns; see `bert_tf.file_patterns.expand_file_patterns`."""
     return expand_file_patterns(file_patterns, kind="corpus")
+
+
+def has_text(path, chunk_size=1 << 16):
+    """True when `path` holds a non-whitespace byte.
+
+    Reads only up to the first such byte, so it costs nothing on a real
+    corpus file.
+    """
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while True:
+            chunk = f.read(chunk_size)
+            if not chunk:
+                return False
+            if chunk.strip():
+                return True
+
+
+def check_corpus_has_text(files):
+    """Raises ValueError when no file has text; warns about each empty file.
+
+    An empty corpus would otherwise train on nothing without a word; a single
+    empty shard among many is tolerated (its documents are simply absent).
+    """
+    empty = [path for path in files if not has_text(path)]
+    if len(empty) == len(files):
+        raise ValueError(
+            f"the corpus is empty: no non-blank line in {empty[:5]}"
+            f"{' ...' if len(empty) > 5 else ''}; expected one sentence per line "
+            "with blank lines between documents")
+    for path in empty:
+        logging.warning("corpus file %s is empty; it contributes no documents", path)
 
 
 def document_dataset(
@@ -67,13 +100,15 @@ def document_dataset(
       A `tf.data.Dataset` of `tf.string` tensors of shape `[None]`.
 
     Raises:
-      ValueError: a pattern matches no file (raised here, not at iteration
-        time), or `cycle_length`/`block_length` is not a positive integer.
+      ValueError: a pattern matches no file, or no file holds text (both
+        raised here, not at iteration time), or `cycle_length`/`block_length`
+        is not a positive integer.
     """
     for name, value in (("cycle_length", cycle_length), ("block_length", block_length)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
     files = list_files(file_patterns)
+    check_corpus_has_text(files)
 
     num_pipelines = 1
     pipeline_id = 0

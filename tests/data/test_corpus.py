@@ -164,3 +164,15 @@ def test_glob_helper_agrees_with_python_glob(shared_file):
     folder = os.path.dirname(shared_file("corpus", "wikitext-2", "test.txt"))
     pattern = os.path.join(folder, "*.txt")
     assert corpus.list_files(pattern) == sorted(glob.glob(pattern))
+
+
+def test_empty_corpus_is_an_error_naming_the_files(tmp_path, caplog):
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.txt").write_text("\n  \n\t\n")
+    with pytest.raises(ValueError, match=r"the corpus is empty: .*blank\.txt.*empty\.txt"):
+        corpus.document_dataset(str(tmp_path / "*.txt"))
+    # One empty shard among real ones is skipped, with a warning naming it.
+    (tmp_path / "good.txt").write_text("One sentence.\n")
+    with caplog.at_level("WARNING"):
+        corpus.document_dataset(str(tmp_path / "*.txt"))
+    assert "empty.txt is empty" in caplog.text
