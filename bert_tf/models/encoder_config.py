@@ -65,24 +65,11 @@ class EncoderConfig:
 
     @classmethod
     def from_dict(cls, values, source="config"):
-        """Builds a config from a dict, rejecting unknown keys by name."""
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ValueError(
-                f"{source}: unknown encoder config key(s) {unknown}; "
-                f"expected a subset of {sorted(known)}")
-        converted = {}
-        for key, value in values.items():
-            expected = known[key].type
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                raise TypeError(
-                    f"{source}: encoder config key {key!r} must be "
-                    f"{expected.__name__}, got {type(value).__name__} {value!r}")
-            converted[key] = value
-        return cls(**converted)
+        """Builds a config from a dict, strictly: unknown keys and wrong types
+        raise `bert_tf.config.ConfigError` naming the key."""
+        from bert_tf import config
+
+        return config.from_dict(cls, values, source)
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)

@@ -1,0 +1,140 @@
+"""Typed dataclass configs: strict YAML loading and `a.b=c` overrides.
+
+Every experiment is one YAML file mapped onto nested dataclasses. Loading is
+strict: an unknown key, or a value of the wrong type, is an error naming the
+dotted key and the file. YAML is read with `yaml.safe_load` (no code runs).
+"""
+
+import dataclasses
+import types
+import typing
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config file or override does not fit the config's schema."""
+
+
+def _field_types(cls):
+    return typing.get_type_hints(cls)
+
+
+def _optional_inner(annotation):
+    """`T` for `Optional[T]` (or `T | None`), else None."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(annotation)) == 2:
+            return args[0]
+    return None
+
+
+def _convert(value, annotation, key, source):
+    """`value` checked (and minimally widened) against `annotation`."""
+    inner = _optional_inner(annotation)
+    if inner is not None:
+        return None if value is None else _convert(value, inner, key, source)
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: {key} must be a mapping, got {type(value).__name__}")
+        return from_dict(annotation, value, source, prefix=f"{key}.")
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{source}: {key} must be a list, got {type(value).__name__} {value!r}")
+        (item_type, *_) = typing.get_args(annotation) or (typing.Any,)
+        items = [_convert(v, item_type, f"{key}[{i}]", source) for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if annotation is typing.Any:
+        return value
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # YAML reads "1" as an int; a float field accepts it
+    if annotation is float and isinstance(value, str):
+        # PyYAML (YAML 1.1) reads exponents without a dot, e.g. 1e-4, as strings.
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if annotation is int and isinstance(value, bool) or not isinstance(value, annotation):
+        raise ConfigError(
+            f"{source}: {key} must be {annotation.__name__}, got "
+            f"{type(value).__name__} {value!r}")
+    return value
+
+
+def from_dict(cls, values, source="config", prefix=""):
+    """Builds dataclass `cls` from a dict, strictly (unknown keys are errors)."""
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: expected a mapping at {prefix or 'top level'}, "
+                          f"got {type(values).__name__}")
+    hints = _field_types(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {[prefix + k for k in unknown]}; "
+            f"expected keys of {cls.__name__}: {names}")
+    converted = {name: _convert(value, hints[name], prefix + name, source)
+                 for name, value in values.items()}
+    try:
+        return cls(**converted)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{source}: invalid {cls.__name__} at {prefix or 'top level'}: {e}") from e
+
+
+def to_dict(config):
+    """Plain dict (tuples as lists) of a dataclass config, for YAML."""
+    def plain(value):
+        if dataclasses.is_dataclass(value):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+    return plain(config)
+
+
+def apply_overrides(config, overrides, source="--set"):
+    """A copy of `config` with `a.b=value` overrides applied (values parsed as YAML)."""
+    values = to_dict(config)
+    for override in overrides:
+        if "=" not in override:
+            raise ConfigError(f"{source}: override {override!r} must look like key.path=value")
+        key, raw = override.split("=", 1)
+        node = values
+        parts = key.strip().split(".")
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                raise ConfigError(
+                    f"{source}: unknown key {'.'.join(parts[:depth + 1])!r} in override {override!r}")
+            if depth == len(parts) - 1:
+                node[part] = yaml.safe_load(raw)
+            else:
+                node = node[part]
+    return from_dict(type(config), values, source)
+
+
+def load_yaml(path):
+    """A YAML file's top-level mapping, read with the safe loader."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = yaml.safe_load(f)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"config file not found: {path}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({e})") from e
+    return {} if values is None else values
+
+
+def load_config(cls, path=None, overrides=()):
+    """`cls` from a YAML file (defaults when `path` is None) plus overrides."""
+    config = from_dict(cls, load_yaml(path) if path else {}, source=path or "defaults")
+    return apply_overrides(config, overrides) if overrides else config
+
+
+def dump_config(config, path):
+    """Writes the resolved config as YAML (e.g. `model_dir/params.yaml`)."""
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(to_dict(config), f, sort_keys=False)
