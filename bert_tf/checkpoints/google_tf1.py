@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import weight_map
+from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.layers.activations import TANH_GELU_NAMES
 from bert_tf.models.encoder_config import EncoderConfig
 
@@ -59,16 +60,8 @@ def is_google_checkpoint(prefix):
 def read_config(directory):
     """The `EncoderConfig` of a Google checkpoint directory."""
     path = os.path.join(directory, CONFIG_NAME)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{CONFIG_NAME} not found in {directory}; a Google BERT checkpoint "
-            "ships it beside bert_model.ckpt")
-    with open(path, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
-    values = dict(values)
+    values = read_json_object(
+        path, "a Google BERT checkpoint ships bert_config.json beside bert_model.ckpt")
     act = values.pop(EXACT_ACT_KEY, None)
     if act is None:
         act = "gelu_tanh" if values.get("hidden_act", "gelu") == "gelu" else values["hidden_act"]

@@ -17,6 +17,7 @@ import shutil
 import numpy as np
 
 from bert_tf.checkpoints import weight_map
+from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.models.encoder_config import EncoderConfig
 
 CONFIG_NAME = "config.json"
@@ -87,8 +88,10 @@ def read_state_dict(path):
     if path.endswith(".safetensors"):
         raw = _read_safetensors(path)
     elif path.endswith(SAFETENSORS_INDEX_NAME):
-        with open(path, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
+        index = read_json_object(path)
+        if not isinstance(index.get("weight_map"), dict):
+            raise ValueError(f"{path}: no 'weight_map' object in the shard index")
+        shards = sorted(set(index["weight_map"].values()))
         raw = {}
         for shard in shards:
             raw.update(_read_safetensors(os.path.join(os.path.dirname(path), shard)))
@@ -129,13 +132,7 @@ def read_config(path):
     """`EncoderConfig` from the `config.json` beside a HF checkpoint."""
     directory = path if os.path.isdir(path) else os.path.dirname(path)
     config_path = os.path.join(directory, CONFIG_NAME)
-    if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"{CONFIG_NAME} not found beside the checkpoint in {directory}")
-    with open(config_path, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{config_path}: not valid JSON ({e})") from e
+    values = read_json_object(config_path, "a Hugging Face checkpoint ships config.json")
     position_type = values.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(
@@ -199,5 +196,4 @@ def read_lower_case(directory):
     path = os.path.join(directory, "tokenizer_config.json")
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("do_lower_case")
+    return read_json_object(path).get("do_lower_case")

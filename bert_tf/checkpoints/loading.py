@@ -47,7 +47,7 @@ def detect_format(path):
     if os.path.isfile(path):
         if path.endswith(".keras"):
             return "keras"
-        if path.endswith((".safetensors", ".bin", ".pt", SAFETENSORS_INDEX)):
+        if path.endswith((".safetensors", ".bin", ".pt", hugging_face.SAFETENSORS_INDEX_NAME)):
             return "hf"
     if native.is_native(path):
         return "bert_tf"
@@ -71,8 +71,6 @@ def detect_format(path):
         f"{prefix}: a TF checkpoint, but neither Google BERT names "
         "(bert/embeddings/...) nor a Model Garden encoder (encoder/...) were found")
 
-
-SAFETENSORS_INDEX = hugging_face.SAFETENSORS_INDEX_NAME
 
 
 def _source_dir(path):

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 import bert_tf
 from bert_tf.checkpoints import weight_map
+from bert_tf.checkpoints.json_file import read_json_object
 
 METADATA_NAME = "bert_tf_model.json"
 VOCAB_NAME = "vocab.txt"
@@ -77,11 +78,7 @@ def save(model, directory, tokenizer_contract=None, vocab_file=None):
 
 def read_metadata(directory):
     path = os.path.join(directory, METADATA_NAME)
-    with open(path, encoding="utf-8") as f:
-        try:
-            metadata = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
+    metadata = read_json_object(path)
     if metadata.get("format") != "bert_tf":
         raise ValueError(f"{path}: not a bert_tf model record (format={metadata.get('format')!r})")
     if metadata.get("format_version", 0) > FORMAT_VERSION:

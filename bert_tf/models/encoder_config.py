@@ -6,8 +6,6 @@ Field names follow this project's layers; `from_bert_config` and
 """
 
 import dataclasses
-import json
-import os
 
 from bert_tf.layers.activations import SUPPORTED_ACTIVATIONS
 
@@ -120,16 +118,3 @@ class EncoderConfig:
             "layer_norm_eps": self.layer_norm_epsilon,
         }
 
-
-def read_bert_config_file(path):
-    """Loads a `bert_config.json`/`config.json` file into an `EncoderConfig`."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"BERT config file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
-    return EncoderConfig.from_bert_config(values, source=path)

@@ -125,3 +125,18 @@ def test_convert_cli_reports_and_writes(tmp_path, minilm_dir):
          "--output", out], capture_output=True, text=True, timeout=300)
     assert failed.returncode == 2
     assert "checkpoint not found" in failed.stderr
+
+
+def test_malformed_side_files_name_the_file(tmp_path):
+    encoder = BertEncoder.from_encoder_config(TINY)
+    for fmt, name in (("hf", "config.json"), ("google", "bert_config.json"),
+                      ("bert_tf", "bert_tf_model.json")):
+        out = os.path.join(tmp_path, fmt)
+        loading.save(encoder, out, format=fmt)
+        with open(os.path.join(out, name), "w") as f:
+            f.write("{not json")
+        with pytest.raises(ValueError, match=f"{name}: not valid JSON"):
+            loading.load_encoder(out, format=fmt)
+    os.remove(os.path.join(tmp_path, "google", "bert_config.json"))
+    with pytest.raises(FileNotFoundError, match="bert_config.json not found; a Google BERT checkpoint ships"):
+        loading.load_encoder(os.path.join(tmp_path, "google"))
