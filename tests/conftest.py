@@ -47,3 +47,21 @@ def minilm_dir():
             pytest.fail(message)
         pytest.skip(message)
     return _require(path, "MiniLM checkpoint folder")
+
+
+@pytest.fixture(scope="session")
+def bert_corpus(tmp_path_factory):
+    """Twenty real State of the Union speeches in BERT's corpus format.
+
+    The shared files hold one speech per line; this writes them one sentence
+    per line (one document per file) into a temporary folder and returns
+    that folder. The shared data is read in place, never copied into the repo.
+    """
+    from bert_tf.data.sentence_split import write_sentence_per_line
+
+    folder = os.path.dirname(_require(
+        shared_data.data_path("corpus", "sotu", "2016_barack_obama_d.txt"), "sotu corpus"))
+    speeches = sorted(os.listdir(folder))[-20:]
+    output = tmp_path_factory.mktemp("sotu_sentences")
+    write_sentence_per_line([os.path.join(folder, name) for name in speeches], str(output))
+    return str(output)

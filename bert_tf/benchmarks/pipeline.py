@@ -19,7 +19,6 @@ pipeline must be at least 10x faster so that it never starves training.
 
 import argparse
 import glob
-import os
 import tempfile
 import time
 
@@ -28,28 +27,10 @@ import tensorflow as tf
 
 from bert_tf import shared_data
 from bert_tf.data import pretraining
-from bert_tf.data.sentence_split import split_sentences
+from bert_tf.data.sentence_split import write_sentence_per_line
 from bert_tf.text.tokenizer import BertTokenizer
 
 _REQUIRED_SPEEDUP = 10.0
-
-
-def write_sentence_per_line(source_files, output_dir):
-    """Writes each source file (one document of prose) in BERT's corpus format.
-
-    Returns the written paths; each holds one document, one sentence per line.
-    """
-    paths = []
-    for source in source_files:
-        with open(source, encoding="utf-8") as f:
-            sentences = split_sentences(f.read())
-        if not sentences:
-            continue
-        path = os.path.join(output_dir, os.path.basename(source))
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(sentences) + "\n")
-        paths.append(path)
-    return paths
 
 
 def measure_pipeline(files, tokenizer, vocab_file, *, batch_size, max_seq_length,

@@ -17,6 +17,7 @@ import os
 import shutil
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 import bert_tf
 from bert_tf.checkpoints import weight_map
@@ -99,15 +100,30 @@ def weights_prefix(directory):
     raise FileNotFoundError(f"{directory}: has {METADATA_NAME} but no weights checkpoint")
 
 
-def _checkpoint_key(name):
-    # TF escapes '.' as '..' and '/' as '.S' in object-graph names.
-    escaped = name.replace(".", "..").replace("/", ".S")
-    return f"{WEIGHTS_KEY}/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"
+def _weights_checkpoint_keys(reader, prefix):
+    """`{canonical name: tensor key}` of the `weights` dict, read from the object graph.
+
+    The tensor key of a variable follows the *first* path to it in the
+    object graph; in a training checkpoint the same variables are also
+    reachable under `model_variables`, so the key is looked up rather than
+    derived from the name.
+    """
+    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(
+        reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    weights_nodes = [child.node_id for child in graph.nodes[0].children
+                     if child.local_name == WEIGHTS_KEY]
+    if not weights_nodes:
+        raise ValueError(f"{prefix}: not a bert_tf checkpoint (no '{WEIGHTS_KEY}' object)")
+    keys = {}
+    for child in graph.nodes[weights_nodes[0]].children:
+        for attribute in graph.nodes[child.node_id].attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                keys[child.local_name] = attribute.checkpoint_key
+    return keys
 
 
 def read_arrays(prefix, slots):
     """Arrays for the slots present in a native checkpoint (our layout already)."""
     reader = tf.train.load_checkpoint(prefix)
-    available = reader.get_variable_to_shape_map()
-    return {slot.name: reader.get_tensor(_checkpoint_key(slot.name))
-            for slot in slots if _checkpoint_key(slot.name) in available}
+    keys = _weights_checkpoint_keys(reader, prefix)
+    return {slot.name: reader.get_tensor(keys[slot.name]) for slot in slots if slot.name in keys}

@@ -140,6 +140,24 @@ def document_dataset(
     return documents
 
 
+def holdout_split(documents, every, held_out):
+    """One side of a deterministic split of a document dataset.
+
+    Document `i` of the stream is held out when `i % every == 0`, so about
+    1/`every` of the documents form the held-out side (`held_out=True`, e.g.
+    for evaluation) and the rest the other side. The two sides never share a
+    document.
+    """
+    if not isinstance(every, int) or every < 2:
+        raise ValueError(f"holdout every must be an integer >= 2, got {every!r}")
+
+    def on_this_side(index, document):
+        del document
+        return tf.equal(tf.equal(index % every, 0), held_out)
+
+    return documents.enumerate().filter(on_this_side).map(lambda index, document: document)
+
+
 def file_documents(filename):
     """A dataset of the documents in one corpus file (a scalar `tf.string` path).
 

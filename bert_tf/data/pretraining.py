@@ -21,7 +21,7 @@ recomputes the windows, but skips the masking of the first k examples).
 All parallel maps keep the default `deterministic=True`. The corpus files
 are read in their sorted order every epoch (a file shuffle seeded per epoch
 would need a tensor seed in `corpus.document_dataset`); the window pairing
-and the instance shuffle buffer mix the documents.
+and the block-wise instance shuffle mix the documents.
 
 Feature names are the original BERT ones (`input_ids`, `input_mask`,
 `segment_ids`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`,
@@ -120,8 +120,9 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
       pipeline_id: index of this input pipeline (multi-host), folded into the draws.
       documents_per_window: how many documents are grouped to draw the
         "random other document" of NotNext pairs from (see `sentence_pairs`).
-      shuffle_buffer_size: size of the seeded instance shuffle buffer;
-        instances of one document are consecutive before it. 0 or 1 disables.
+      shuffle_buffer_size: instances are shuffled in blocks of this many
+        (a seeded permutation per block); instances of one document are
+        consecutive before it. 0 or 1 disables.
       start_example: skip this many examples (resuming inside the epoch).
       num_parallel_calls: parallelism of the maps (order stays deterministic).
 
@@ -184,14 +185,26 @@ def _epoch_examples(documents, tokenizer, vocab, masker, *, epoch, start_example
     windows = documents.ragged_batch(documents_per_window).enumerate()
     instances = windows.map(window_instances, num_parallel_calls=num_parallel_calls).unbatch()
     if shuffle_buffer_size > 1:
-        shuffle_key = _fold(key, _SHUFFLE_TAG)
-        # A scalar int64 op seed: the same key always gives the same order.
-        shuffle_seed = (tf.cast(shuffle_key[0], tf.int64) * (2 ** 32)
-                        + tf.cast(shuffle_key[1], tf.int64) % (2 ** 32))
-        instances = instances.shuffle(shuffle_buffer_size, seed=shuffle_seed,
-                                      reshuffle_each_iteration=False)
+        instances = _shuffle_blocks(instances, shuffle_buffer_size, _fold(key, _SHUFFLE_TAG))
     examples = instances.enumerate().skip(start_example)
     return examples.map(mask_example, num_parallel_calls=num_parallel_calls)
+
+
+def _shuffle_blocks(instances, block_size, key):
+    """Permutes each block of `block_size` consecutive instances, statelessly.
+
+    The permutation of block `i` is drawn from `fold(key, i)`, so the order
+    depends only on the seed and the epoch. (`Dataset.shuffle` cannot take
+    this tensor seed: under a global TensorFlow seed of 0 its seed handling
+    calls `bool()` on the tensor.) Instances have fixed shapes [S], so a
+    block batches densely.
+    """
+    def permute(block_index, block):
+        size = tf.shape(block["input_ids"])[0]
+        order = tf.random.experimental.stateless_shuffle(tf.range(size), _fold(key, block_index))
+        return {name: tf.gather(value, order) for name, value in block.items()}
+
+    return instances.batch(block_size).enumerate().map(permute).unbatch()
 
 
 def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size,
@@ -200,8 +213,8 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
                         whole_word_masking=False, seed=0, epoch=0, num_epochs=1,
                         start_example=0, documents_per_window=64,
                         shuffle_buffer_size=10000, input_context=None,
-                        drop_remainder=True, cycle_length=4,
-                        num_parallel_calls=tf.data.AUTOTUNE):
+                        drop_remainder=True, cycle_length=4, holdout_every=0,
+                        held_out=False, num_parallel_calls=tf.data.AUTOTUNE):
     """Batches of dynamically masked BERT pretraining features from corpus files.
 
     Args:
@@ -220,6 +233,10 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
         by `corpus.document_dataset` and the pipeline id is folded into the draws.
       drop_remainder: drop the last partial batch (static shapes for TPUs).
       cycle_length: files read at once (fixed for reproducibility).
+      holdout_every, held_out: with `holdout_every=k` >= 2, every k-th
+        document of this input pipeline is held out (see
+        `corpus.holdout_split`); `held_out=True` yields only those (an eval
+        set), `held_out=False` only the others (the training set).
       Other arguments: see `pretraining_examples`.
 
     Returns:
@@ -233,6 +250,8 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
     documents = corpus.document_dataset(
         file_patterns, input_context=input_context, cycle_length=cycle_length,
         num_parallel_calls=num_parallel_calls)
+    if holdout_every:
+        documents = corpus.holdout_split(documents, holdout_every, held_out)
     pipeline_id = input_context.input_pipeline_id if input_context is not None else 0
     # Eagerly, before the flat_map below traces anything.
     vocab, masker = _prepare(tokenizer, vocab_file, max_seq_length=max_seq_length,

@@ -13,6 +13,7 @@ overlong sentence, while splitting after every initialism would cut names
 and citations into fragments.
 """
 
+import os
 import re
 
 # Lower-cased, without the final period. Titles, ranks, Latin and citation
@@ -89,3 +90,21 @@ def _word_before(text, position):
     """The token ending at `position` (a period), without brackets or quotes."""
     start = text.rfind(" ", 0, position) + 1
     return text[start:position].lstrip(_OPENERS)
+
+
+def write_sentence_per_line(source_files, output_dir):
+    """Writes each source file (one document of prose) in BERT's corpus format.
+
+    Returns the written paths; each holds one document, one sentence per line.
+    """
+    paths = []
+    for source in source_files:
+        with open(source, encoding="utf-8") as f:
+            sentences = split_sentences(f.read())
+        if not sentences:
+            continue
+        path = os.path.join(output_dir, os.path.basename(source))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(sentences) + "\n")
+        paths.append(path)
+    return paths

@@ -1,0 +1,100 @@
+"""`python -m bert_tf.demo`: pretrain a tiny BERT from scratch, offline, in a few minutes.
+
+The README's main job. It
+  1. finds the Wikipedia pages-articles excerpt that the `gensim` wheel ships
+     in its test data (`pip install -e ".[demo]"`), with importlib.resources;
+  2. turns it into a BERT corpus (one sentence per line, blank line between
+     articles) with `bert_tf.data.wikipedia`;
+  3. learns an uncased WordPiece vocabulary on it;
+  4. pretrains `configs/pretrain/demo.yaml` (MLM + NSP) with the trainer,
+     leaving checkpoints and TensorBoard logs in --model_dir.
+Running it again resumes the run (steps 2 and 3 are skipped when their files exist).
+"""
+
+import argparse
+import importlib.resources
+import json
+import logging
+import os
+import sys
+
+DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "configs", "pretrain", "demo.yaml")
+
+
+def gensim_dump_path():
+    """The Wikipedia excerpt inside the installed gensim package."""
+    try:
+        resource = importlib.resources.files("gensim") / "test" / "test_data" / DUMP_NAME
+    except ModuleNotFoundError:
+        raise FileNotFoundError(
+            "gensim is not installed: pip install -e \".[demo]\" (it ships the Wikipedia "
+            "excerpt this demo trains on), or pass --dump PATH") from None
+    if not resource.is_file():
+        raise FileNotFoundError(f"the installed gensim has no {DUMP_NAME} in its test data; "
+                                "pass --dump PATH")
+    return str(resource)
+
+
+def prepare_corpus(dump, corpus_dir, vocab_size):
+    """Writes `wiki.txt` and `vocab.txt` into `corpus_dir` (kept if already there)."""
+    from bert_tf.data import wikipedia
+    from bert_tf.text import vocab_builder
+
+    os.makedirs(corpus_dir, exist_ok=True)
+    text_path = os.path.join(corpus_dir, "wiki.txt")
+    vocab_path = os.path.join(corpus_dir, "vocab.txt")
+    if not os.path.exists(text_path):
+        stats = wikipedia.convert_dump(dump, text_path + ".tmp", processes=2)
+        os.replace(text_path + ".tmp", text_path)
+        print(f"corpus: {stats.articles} articles, {stats.sentences} sentences from {dump}")
+    if not os.path.exists(vocab_path):
+        lines = vocab_builder.iter_lines([text_path])
+        counts, _ = vocab_builder.count_words(lines, lower_case=True)
+        vocab = vocab_builder.build_vocab(counts, vocab_size)
+        vocab_builder.write_vocab(vocab, vocab_path + ".tmp")
+        os.replace(vocab_path + ".tmp", vocab_path)
+        print(f"vocabulary: {len(vocab)} WordPiece tokens learned from {text_path}")
+    return text_path, vocab_path
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_dir", default="runs/demo",
+                        help="run directory (default runs/demo); corpus and vocab go in "
+                             "its corpus/ folder")
+    parser.add_argument("--dump", default=None,
+                        help="a pages-articles dump to use instead of gensim's excerpt")
+    parser.add_argument("--config", default=CONFIG, help="experiment YAML (default: demo.yaml)")
+    parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="config override (repeatable)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        dump = args.dump or gensim_dump_path()
+        text_path, vocab_path = prepare_corpus(
+            dump, os.path.join(args.model_dir, "corpus"), args.vocab_size)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    from bert_tf import tasks, train
+
+    # JSON is valid YAML: paths with spaces or colons survive the override parser.
+    overrides = [f"data.train_files={json.dumps([text_path])}",
+                 f"data.vocab_file={json.dumps(vocab_path)}",
+                 f"model.encoder.vocab_size={args.vocab_size}", *args.overrides]
+    task_class, experiment = tasks.load_experiment(args.config, overrides)
+    return train.run(task_class, experiment, args.model_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""The pretraining task: masked LM (+ next-sentence prediction) on a text corpus.
+
+The math of one replica: the model, the losses and the metric sums. The
+trainer (`bert_tf.training.trainer`) owns everything else.
+
+Losses are normalised over the *global* batch: the masked-LM loss is the
+sum of the weighted cross-entropies divided by the sum of the weights of all
+replicas (and all gradient-accumulation micro-batches), the NSP loss the sum
+over the number of examples in the global batch. Summing the replicas' losses
+(and gradients) then gives exactly the loss of one device holding the whole
+batch, whatever the replica count.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from bert_tf.checkpoints import assign, loading, weight_map
+from bert_tf.data import pretraining as pretraining_data
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_pretrainer import BertPretrainer
+from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.text import tokenizer_contract
+from bert_tf.text.tokenizer import BertTokenizer
+from bert_tf.training.optimizers import OptimizerConfig
+from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+
+# Encoder fields that may differ between a checkpoint and the model it
+# initialises or resumes (regularisation, not shape or function).
+REGULARISATION_FIELDS = ("hidden_dropout", "attention_dropout", "initializer_range")
+
+
+@dataclasses.dataclass
+class PretrainingModelConfig:
+    """The pretrainer: an encoder plus the MLM head and, optionally, NSP."""
+
+    encoder: EncoderConfig = dataclasses.field(default_factory=EncoderConfig)
+    use_nsp: bool = True
+
+
+@dataclasses.dataclass
+class PretrainingDataConfig:
+    """Corpus, vocabulary and BERT's data options (see `bert_tf.data.pretraining`)."""
+
+    # Globs of corpus files: one sentence per line, blank lines between documents.
+    train_files: list[str] = dataclasses.field(default_factory=list)
+    # Globs of held-out files for evaluation; when empty, every
+    # `eval_holdout_every`-th document of `train_files` is held out instead.
+    eval_files: list[str] = dataclasses.field(default_factory=list)
+    eval_holdout_every: int = 100
+    vocab_file: str = ""
+    lower_case: bool = True
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    whole_word_masking: bool = False
+    documents_per_window: int = 64
+    shuffle_buffer_size: int = 10000
+    seed: int = 0
+
+
+@dataclasses.dataclass
+class PretrainingExperiment:
+    """A whole pretraining run: one YAML file in `configs/pretrain/`."""
+
+    task: str = "pretraining"
+    model: PretrainingModelConfig = dataclasses.field(default_factory=PretrainingModelConfig)
+    data: PretrainingDataConfig = dataclasses.field(default_factory=PretrainingDataConfig)
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+
+def encoder_config_differences(old, new, ignore=REGULARISATION_FIELDS):
+    """`{field: (old, new)}` for the encoder fields that differ, ignoring `ignore`."""
+    old, new = old.to_dict(), new.to_dict()
+    return {key: (old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
+            if key not in ignore and old.get(key) != new.get(key)}
+
+
+class PretrainingTask:
+    """Masked LM (+ NSP) pretraining from raw text, tokenized in the input pipeline."""
+
+    config_class = PretrainingExperiment
+    name = "pretraining"
+
+    def __init__(self, experiment):
+        self.experiment = experiment
+        self.model_config = experiment.model
+        self.data = experiment.data
+
+    # -- checks and metadata -------------------------------------------------
+
+    def validate(self):
+        """Eager checks that name the config key at fault, before anything is built."""
+        data, encoder = self.data, self.model_config.encoder
+        if not data.train_files:
+            raise ValueError("data.train_files is empty: set it in the config or with "
+                             "--set 'data.train_files=[path/*.txt]'")
+        if not data.vocab_file:
+            raise ValueError("data.vocab_file is not set")
+        contract = tokenizer_contract.contract_from_vocab(data.vocab_file, data.lower_case)
+        if contract["vocab_size"] != encoder.vocab_size:
+            raise ValueError(
+                f"data.vocab_file {data.vocab_file} has {contract['vocab_size']} tokens but "
+                f"model.encoder.vocab_size is {encoder.vocab_size}")
+        if data.max_seq_length > encoder.max_position_embeddings:
+            raise ValueError(
+                f"data.max_seq_length ({data.max_seq_length}) exceeds "
+                f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
+        if not data.eval_files and data.eval_holdout_every == 1:
+            raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
+        self.tokenizer_contract = contract
+
+    @property
+    def vocab_file(self):
+        return self.data.vocab_file
+
+    # -- model ---------------------------------------------------------------
+
+    def build_model(self, dtype=None):
+        """The `BertPretrainer`; call under the strategy's scope."""
+        encoder = BertEncoder.from_encoder_config(self.model_config.encoder, dtype=dtype)
+        return BertPretrainer(encoder, use_nsp=self.model_config.use_nsp)
+
+    def initialize(self, model, path):
+        """Loads pretrained weights (ours, Google TF1, Hugging Face, Model Garden) into `model`.
+
+        The checkpoint's encoder must have the same shape and activation as
+        the configured one; the heads are taken when present.
+        """
+        result = loading.load(path, "pretrainer", use_nsp=self.model_config.use_nsp,
+                              vocab_file=self.data.vocab_file, lower_case=self.data.lower_case)
+        differences = encoder_config_differences(result.model.encoder.encoder_config,
+                                                 model.encoder.encoder_config)
+        if differences:
+            listed = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}"
+                               for k, (a, b) in differences.items())
+            raise assign.CheckpointMismatchError(
+                f"--init_checkpoint {path} does not fit model.encoder ({listed})")
+        arrays = {slot.name: slot.variable.numpy()
+                  for slot in weight_map.model_slots(result.model)}
+        loaded = assign.assign_to_slots(weight_map.model_slots(model), arrays,
+                                        f"{result.format} checkpoint {path}",
+                                        allow_missing=result.initialised)
+        return loaded, result.initialised
+
+    @staticmethod
+    def model_differences(old, new):
+        """`{key: (old, new)}` of model fields a resumed run cannot change."""
+        differences = {f"model.encoder.{key}": values for key, values
+                       in encoder_config_differences(old.encoder, new.encoder).items()}
+        if old.use_nsp != new.use_nsp:
+            differences["model.use_nsp"] = (old.use_nsp, new.use_nsp)
+        return differences
+
+    # -- data ----------------------------------------------------------------
+
+    def _dataset(self, input_context, batch_size, evaluation, seed):
+        data = self.data
+        tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
+        holdout = 0 if data.eval_files else data.eval_holdout_every
+        files = data.eval_files if (evaluation and data.eval_files) else data.train_files
+        dataset = pretraining_data.pretraining_dataset(
+            files, tokenizer, data.vocab_file, batch_size=batch_size,
+            max_seq_length=data.max_seq_length,
+            max_predictions_per_seq=data.max_predictions_per_seq,
+            masked_lm_prob=data.masked_lm_prob, short_seq_prob=data.short_seq_prob,
+            nsp=self.model_config.use_nsp, whole_word_masking=data.whole_word_masking,
+            seed=seed, num_epochs=None, documents_per_window=data.documents_per_window,
+            shuffle_buffer_size=data.shuffle_buffer_size, input_context=input_context,
+            holdout_every=holdout, held_out=evaluation)
+        return dataset.map(pretraining_data.to_model_inputs)
+
+    def train_dataset(self, input_context, global_batch_size):
+        """Endless (inputs, labels) batches for one input pipeline."""
+        return self._dataset(input_context, global_batch_size, evaluation=False,
+                             seed=self.data.seed)
+
+    @property
+    def has_eval_data(self):
+        return bool(self.data.eval_files or self.data.eval_holdout_every)
+
+    def eval_dataset(self, input_context, global_batch_size):
+        """Endless held-out batches, the same in every run (fixed seed)."""
+        return self._dataset(input_context, global_batch_size, evaluation=True,
+                             seed=self.data.seed + 1)
+
+    # -- loss and metrics ----------------------------------------------------
+
+    def loss_denominators(self, labels):
+        """This replica's share of the normalisers; the trainer sums them over replicas."""
+        denominators = {"mlm": tf.reduce_sum(labels["masked_lm_weights"])}
+        if "next_sentence_labels" in labels:
+            denominators["nsp"] = tf.cast(tf.shape(labels["next_sentence_labels"])[0], tf.float32)
+        return denominators
+
+    def metric_sums(self, labels, outputs, inputs):
+        """Sums from which `metrics` computes the loss and accuracies (float32 scalars)."""
+        weights = labels["masked_lm_weights"]  # [B, P]
+        mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)  # [B, P, V]
+        mlm_ids = labels["masked_lm_ids"]
+        mlm_xent = tf.nn.sparse_softmax_cross_entropy_with_logits(mlm_ids, mlm_logits)  # [B, P]
+        mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), mlm_ids),
+                           tf.float32)
+        sums = {
+            "mlm_loss_sum": tf.reduce_sum(mlm_xent * weights),
+            "mlm_correct": tf.reduce_sum(mlm_hits * weights),
+            "mlm_weight": tf.reduce_sum(weights),
+            "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32)),
+        }
+        if "nsp_logits" in outputs:
+            nsp_labels = labels["next_sentence_labels"]
+            nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)  # [B, 2]
+            nsp_xent = tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, nsp_logits)
+            nsp_hits = tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels)
+            sums.update({
+                "nsp_loss_sum": tf.reduce_sum(nsp_xent),
+                "nsp_correct": tf.reduce_sum(tf.cast(nsp_hits, tf.float32)),
+                "nsp_count": tf.cast(tf.shape(nsp_labels)[0], tf.float32),
+            })
+        return sums
+
+    def compute_loss(self, labels, outputs, inputs, denominators):
+        """(this replica's share of the global loss, metric sums)."""
+        sums = self.metric_sums(labels, outputs, inputs)
+        loss = sums["mlm_loss_sum"] / tf.maximum(denominators["mlm"], 1.0)
+        if "nsp" in denominators:
+            loss += sums["nsp_loss_sum"] / tf.maximum(denominators["nsp"], 1.0)
+        return loss, sums
+
+    @staticmethod
+    def metrics(sums):
+        """Loss and accuracy metrics from summed `metric_sums` (Python floats)."""
+        def ratio(numerator, denominator):
+            return float(sums[numerator]) / max(float(sums[denominator]), 1e-9)
+
+        metrics = {"mlm_loss": ratio("mlm_loss_sum", "mlm_weight"),
+                   "mlm_accuracy": ratio("mlm_correct", "mlm_weight")}
+        loss = metrics["mlm_loss"]
+        if "nsp_count" in sums:
+            metrics["nsp_loss"] = ratio("nsp_loss_sum", "nsp_count")
+            metrics["nsp_accuracy"] = ratio("nsp_correct", "nsp_count")
+            loss += metrics["nsp_loss"]
+        metrics["loss"] = loss
+        return metrics
+

@@ -1,0 +1,95 @@
+"""`python -m bert_tf.train`: pretrain or fine-tune as an experiment config says.
+
+    python -m bert_tf.train --config configs/pretrain/bert_mini.yaml --model_dir runs/mini \\
+        [--strategy {auto,cpu,one_device,mirrored,multi_worker,tpu}] [--tpu ADDRESS] \\
+        [--init_checkpoint PATH] [--set a.b=value ...]
+
+Running the same command again resumes from the newest checkpoint in
+`--model_dir`; `--init_checkpoint` is used only when there is none.
+"""
+
+import argparse
+import logging
+import os
+import sys
+
+from bert_tf.training.strategies import STRATEGIES
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="experiment YAML (configs/...)")
+    parser.add_argument("--model_dir", required=True,
+                        help="checkpoints, params.yaml and TensorBoard logs; resumed if present")
+    parser.add_argument("--strategy", choices=STRATEGIES, default=None,
+                        help="overrides runtime.strategy (default: auto)")
+    parser.add_argument("--tpu", default=None,
+                        help="TPU name or grpc:// address (overrides runtime.tpu)")
+    parser.add_argument("--init_checkpoint", default=None,
+                        help="weights to start from (ours, Google TF1, Hugging Face, Model "
+                             "Garden) when model_dir has no checkpoint")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config value, e.g. "
+                        "trainer.train_steps=1000 (repeatable)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    from bert_tf import config as config_lib
+    from bert_tf import tasks
+
+    overrides = list(args.overrides)
+    if args.strategy:
+        overrides.append(f"runtime.strategy={args.strategy}")
+    if args.tpu is not None:
+        overrides.append(f"runtime.tpu={args.tpu}")
+    try:
+        task_class, experiment = tasks.load_experiment(args.config, overrides)
+    except (config_lib.ConfigError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return run(task_class, experiment, args.model_dir, args.init_checkpoint)
+
+
+def run(task_class, experiment, model_dir, init_checkpoint=None):
+    """Sets up TensorFlow for `experiment.runtime`, then trains; returns the exit code."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.training import strategies, trainer
+
+    runtime = experiment.runtime
+    if runtime.logical_cpu_devices > 1:
+        strategies.split_cpu(runtime.logical_cpu_devices)
+    if runtime.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.utils.set_random_seed(runtime.seed)
+    task = task_class(experiment)
+    try:
+        trainer.check_resumable(model_dir, experiment, task.model_differences)
+        strategy = strategies.create_strategy(runtime.strategy, runtime.tpu,
+                                              runtime.logical_cpu_devices)
+        run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint)
+        result = run_trainer.train()
+    except (trainer.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
+            FileNotFoundError, RuntimeError) as e:
+        logging.debug("training failed", exc_info=True)
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if result.stopped_by_signal:
+        return 0
+    summary = "  ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_metrics.items()))
+    print(f"finished at step {result.step}; eval: {summary or 'none'}")
+    print(f"weights fingerprint: {result.weights_fingerprint}")
+    print(f"checkpoints and logs: {os.path.abspath(model_dir)}")
+    print(f"TensorBoard: tensorboard --logdir {os.path.abspath(model_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Training checkpoints: everything needed to resume a run exactly.
+
+A checkpoint holds
+  step                  the global step (int64)
+  model_variables       every model variable (trainable or not: dropout's
+                        `SeedGenerator` state too), keyed by position and path
+  optimizer_variables   every optimizer variable, keyed the same way
+  weights               the model's weights under their canonical names, so
+                        `bert_tf.load_encoder(model_dir)` reads a run directly
+  loss_scale            the dynamic loss scale
+  input                 the training input iterator (tf.data state), single worker
+
+Model and optimizer variables are listed explicitly: a Keras 3 model given
+to `tf.train.Checkpoint` saves only what the optimizer reaches, and Keras'
+automatic names (`SeedGenerator`, the optimizer) carry a process-wide
+counter, so keys use the variable's position and its path without counters.
+
+With `MultiWorkerMirroredStrategy` each worker's input pipeline reads its own
+shard, so one iterator state cannot serve all workers: each worker keeps its
+own under `input_state/worker_<k>/` with the same step numbers. Non-chief
+workers must take part in every save (the save is collective) and write
+their copy of the main checkpoint to a scratch directory.
+"""
+
+import logging
+import os
+import re
+import shutil
+
+import tensorflow as tf
+
+from bert_tf.checkpoints import native
+
+CHECKPOINT_NAME = "ckpt"
+
+
+class NonFiniteWeightsError(RuntimeError):
+    """The weights hold NaN or Inf; they are never written over a good checkpoint."""
+
+
+def stable_variable_dict(variables):
+    """`{"<index>/<path>": variable}` with Keras' per-process counters removed.
+
+    Keras makes automatic names unique per process (`seed_generator_110`,
+    `adam_w_1`), so numeric suffixes are dropped from the path; the index
+    keeps the keys unique, the path makes a mismatch readable.
+    """
+    keys = {}
+    for index, variable in enumerate(variables):
+        path = re.sub(r"_\d+(?=/|$)", "", variable.path)
+        keys[f"{index:04d}/{path}"] = variable
+    return keys
+
+
+def all_finite(variables):
+    """True when every floating variable is finite."""
+    return all(bool(tf.reduce_all(tf.math.is_finite(v)))
+               for v in variables if tf.as_dtype(v.dtype).is_floating)
+
+
+class TrainingCheckpoint:
+    """A `tf.train.CheckpointManager` over the run's state, with a finite check on save."""
+
+    def __init__(self, model_dir, *, model, optimizer, step, loss_scale, iterator, max_to_keep,
+                 chief=True, worker_index=0, per_worker_input=False):
+        self.model_dir = model_dir
+        self.model = model
+        self.step = step
+        self.chief = chief
+        objects = dict(step=step, model_variables=stable_variable_dict(model.variables),
+                       optimizer_variables=stable_variable_dict(optimizer.variables),
+                       weights=native.weights_dict(model), loss_scale=loss_scale)
+        if not per_worker_input:
+            objects["input"] = iterator
+        self.checkpoint = tf.train.Checkpoint(**objects)
+        self.scratch_dir = None if chief else os.path.join(model_dir, f".worker_{worker_index}")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.scratch_dir or model_dir, max_to_keep=max_to_keep,
+            checkpoint_name=CHECKPOINT_NAME, step_counter=step)
+        self.input_manager = None
+        if per_worker_input:
+            self.input_manager = tf.train.CheckpointManager(
+                tf.train.Checkpoint(input=iterator),
+                os.path.join(model_dir, "input_state", f"worker_{worker_index}"),
+                max_to_keep=max_to_keep, checkpoint_name="input", step_counter=step)
+
+    @property
+    def latest(self):
+        """The newest checkpoint of the run (the chief's), or None."""
+        return tf.train.latest_checkpoint(self.model_dir)
+
+    def restore_latest(self):
+        """Restores the newest checkpoint; returns its path, or None when there is none."""
+        latest = self.latest
+        if latest is None:
+            return None
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        if self.input_manager is not None:
+            step = int(self.step.numpy())
+            path = os.path.join(self.input_manager.directory, f"input-{step}")
+            if not tf.io.gfile.exists(path + ".index"):
+                raise FileNotFoundError(
+                    f"{latest} is at step {step} but this worker's input state {path} is "
+                    "missing; the input position cannot be restored")
+            self.input_manager.checkpoint.restore(path).assert_existing_objects_matched()
+        return latest
+
+    def save(self):
+        """Writes a checkpoint at the current step, unless the weights are not finite.
+
+        Raises:
+          NonFiniteWeightsError: a weight holds NaN or Inf (nothing is written).
+        """
+        if not all_finite(self.model.trainable_variables):
+            raise NonFiniteWeightsError(
+                f"not saving step {int(self.step.numpy())}: the weights hold NaN or Inf; "
+                f"the last good checkpoint ({self.latest}) is kept")
+        path = self.manager.save(checkpoint_number=self.step)
+        if self.input_manager is not None:
+            self.input_manager.save(checkpoint_number=self.step)
+        if self.scratch_dir:
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+            path = None
+        if path:
+            logging.info("saved checkpoint %s", path)
+        return path

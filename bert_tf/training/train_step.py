@@ -1,0 +1,180 @@
+"""The replica step and the inner loops shared by every task and strategy.
+
+One replica step:
+  1. sum the loss normalisers over replicas (the task's losses are global means);
+  2. forward and backward (optionally over gradient-accumulation micro-batches,
+     optionally XLA-compiled), on the loss scaled for `mixed_float16`;
+  3. sum the gradients over replicas, unscale, take the global norm, clip;
+  4. apply the update only when the loss and the gradients are finite,
+     otherwise skip it (and halve the loss scale).
+
+Step 3 happens here, not in the optimizer, because clipping by the global
+norm and the finite check both need the summed gradients; the optimizers of
+`optimizers.build_optimizer` therefore do not sum again.
+
+`train_loop` runs `num_steps` such steps inside one `tf.function` (what TPUs
+need) and returns the metric sums of the loop. Nothing string-typed enters
+it: tokenization stays in the host input pipeline.
+"""
+
+import tensorflow as tf
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+def _dense(gradient):
+    # The word embeddings get IndexedSlices from their gather plus a dense
+    # part from the tied MLM output layer; a dense sum is what they need.
+    return tf.convert_to_tensor(gradient) if isinstance(gradient, tf.IndexedSlices) else gradient
+
+
+def _split_batch(structure, parts):
+    """Splits every tensor's batch dimension into `parts`: [B, ...] -> [parts, B/parts, ...]."""
+    def split(x):
+        shape = tf.shape(x)
+        return tf.reshape(x, tf.concat([[parts, shape[0] // parts], shape[1:]], 0))
+    return tf.nest.map_structure(split, structure)
+
+
+class TrainStep:
+    """Builds the distributed train and eval loops for a task's model.
+
+    Args:
+      strategy: the run's `tf.distribute.Strategy`.
+      task: supplies `loss_denominators`, `compute_loss`, `metric_sums`.
+      model: the Keras model, built under `strategy.scope()`.
+      optimizer: from `optimizers.build_optimizer`, built on the model's
+        trainable variables.
+      loss_scale: a `loss_scale.LossScale`.
+      clip_norm: global-norm clipping of the summed gradients (0: none).
+      accumulation_steps: micro-batches per update.
+      jit_compile: XLA-compile the forward/backward pass.
+      step: int64 variable counting global steps (created under the scope).
+      consecutive_nonfinite: int64 variable counting skipped steps in a row.
+    """
+
+    def __init__(self, strategy, task, model, optimizer, loss_scale, *, clip_norm,
+                 accumulation_steps, jit_compile, step, consecutive_nonfinite):
+        self.strategy = strategy
+        self.task = task
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_scale = loss_scale
+        self.clip_norm = clip_norm
+        self.accumulation_steps = accumulation_steps
+        self.step = step
+        self.consecutive_nonfinite = consecutive_nonfinite
+        self.variables = model.trainable_variables
+        self._forward_backward = (tf.function(self._forward_backward_eager, jit_compile=True)
+                                  if jit_compile else self._forward_backward_eager)
+        self.train_loop = tf.function(self._train_loop)
+        self.eval_loop = tf.function(self._eval_loop)
+
+    # -- replica context -----------------------------------------------------
+
+    def _forward_backward_eager(self, inputs, labels, denominators):
+        with tf.GradientTape() as tape:
+            outputs = self.model(inputs, training=True)
+            loss, sums = self.task.compute_loss(labels, outputs, inputs, denominators)
+            scaled_loss = self.loss_scale.scale_loss(loss)
+        gradients = tape.gradient(scaled_loss, self.variables)
+        sums["loss"] = loss
+        return [_dense(g) for g in gradients], sums
+
+    def _accumulated_gradients(self, inputs, labels, denominators):
+        """Gradients and sums over `accumulation_steps` micro-batches, one at a time."""
+        parts = self.accumulation_steps
+        micro_inputs = _split_batch(inputs, parts)
+        micro_labels = _split_batch(labels, parts)
+
+        def micro_batch(i):
+            return (tf.nest.map_structure(lambda x: x[i], micro_inputs),
+                    tf.nest.map_structure(lambda x: x[i], micro_labels))
+
+        gradients, sums = self._forward_backward(*micro_batch(0), denominators)
+        for i in tf.range(1, parts):
+            more_gradients, more_sums = self._forward_backward(*micro_batch(i), denominators)
+            gradients = [g + h for g, h in zip(gradients, more_gradients)]
+            sums = {key: sums[key] + more_sums[key] for key in sums}
+        return gradients, sums
+
+    def _apply_if_finite(self, gradients, finite):
+        """`optimizer.apply` when `finite`; a no-op otherwise, on every strategy."""
+        def apply(gradients):
+            self.optimizer.apply(gradients, self.variables)
+
+        if tf.__internal__.distribute.strategy_supports_no_merge_call():
+            tf.cond(finite, lambda: apply(gradients), lambda: None)
+            return
+
+        # A `cond` whose branch synchronises replicas (the optimizer's update
+        # of mirrored variables) must be built in the cross-replica context.
+        def cross_replica(strategy, gradients, finite):
+            finite = strategy.experimental_local_results(finite)[0]
+            tf.cond(finite,
+                    lambda: strategy.extended.call_for_each_replica(apply, args=(gradients,)),
+                    lambda: None)
+
+        tf.distribute.get_replica_context().merge_call(cross_replica, args=(gradients, finite))
+
+    def _replica_train_step(self, inputs, labels):
+        context = tf.distribute.get_replica_context()
+        denominators = context.all_reduce(SUM, self.task.loss_denominators(labels))
+        if self.accumulation_steps > 1:
+            gradients, sums = self._accumulated_gradients(inputs, labels, denominators)
+        else:
+            gradients, sums = self._forward_backward(inputs, labels, denominators)
+        gradients = context.all_reduce(SUM, gradients)
+        sums = context.all_reduce(SUM, sums)
+        gradients = self.loss_scale.unscale(gradients)
+        gradient_norm = tf.linalg.global_norm(gradients)
+        finite = tf.logical_and(tf.math.is_finite(gradient_norm), tf.math.is_finite(sums["loss"]))
+        if self.clip_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.clip_norm,
+                                                  use_norm=gradient_norm)
+        self._apply_if_finite(gradients, finite)
+        # A non-finite step under a shrinkable loss scale is the scale's job,
+        # not a failure; anything else counts towards the rollback.
+        failure = tf.logical_and(tf.logical_not(finite), self.loss_scale.at_minimum)
+        self.loss_scale.update(finite)
+        sums["gradient_norm"] = tf.where(finite, gradient_norm, 0.0)
+        sums["finite_steps"] = tf.cast(finite, tf.float32)
+        sums["failed_steps"] = tf.cast(failure, tf.float32)
+        return sums
+
+    def _replica_eval_step(self, inputs, labels):
+        outputs = self.model(inputs, training=False)
+        sums = self.task.metric_sums(labels, outputs, inputs)
+        return tf.distribute.get_replica_context().all_reduce(SUM, sums)
+
+    # -- cross-replica context -----------------------------------------------
+
+    def _local(self, per_replica):
+        # Every replica holds the same all-reduced values; take the first.
+        return tf.nest.map_structure(
+            lambda x: self.strategy.experimental_local_results(x)[0], per_replica)
+
+    def _train_loop(self, iterator, num_steps):
+        """Runs `num_steps` (>= 1) global steps; returns the loop's metric sums."""
+        def one_step():
+            sums = self._local(self.strategy.run(self._replica_train_step, args=next(iterator)))
+            self.step.assign_add(1)
+            failed = sums["failed_steps"] > 0
+            self.consecutive_nonfinite.assign(
+                tf.where(failed, self.consecutive_nonfinite + 1,
+                         tf.zeros_like(self.consecutive_nonfinite)))
+            return sums
+
+        totals = one_step()
+        for _ in tf.range(1, num_steps):
+            sums = one_step()
+            totals = {key: totals[key] + sums[key] for key in totals}
+        return totals
+
+    def _eval_loop(self, iterator, num_steps):
+        """Metric sums over `num_steps` eval batches."""
+        totals = self._local(self.strategy.run(self._replica_eval_step, args=next(iterator)))
+        for _ in tf.range(1, num_steps):
+            sums = self._local(self.strategy.run(self._replica_eval_step, args=next(iterator)))
+            totals = {key: totals[key] + sums[key] for key in totals}
+        return totals

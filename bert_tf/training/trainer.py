@@ -1,0 +1,358 @@
+"""The trainer: strategy, loop, checkpoints, evaluation, summaries and faults.
+
+A custom loop rather than `Model.fit` (see DESIGN.md: `fit` fails under
+`MultiWorkerMirroredStrategy` and cannot restore the input position). The
+task supplies the math of one replica; `TrainStep` the distributed step;
+this module runs it:
+
+    restore model_dir's newest checkpoint, or start from --init_checkpoint
+    until train_steps:
+        run up to steps_per_loop steps in one tf.function call
+        log, write summaries; checkpoint / evaluate / profile on their steps
+        stop cleanly on SIGTERM (after a checkpoint)
+        roll back and stop after repeated non-finite steps
+"""
+
+import dataclasses
+import hashlib
+import logging
+import os
+import signal
+import time
+
+import numpy as np
+import tensorflow as tf
+import yaml
+
+from bert_tf import config as config_lib
+from bert_tf.checkpoints import native
+from bert_tf.training import strategies
+from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
+from bert_tf.training.loss_scale import LossScale
+from bert_tf.training.optimizers import build_optimizer
+from bert_tf.training.progress import Progress
+from bert_tf.training.summaries import SummaryWriters, drop_events_after
+from bert_tf.training.train_step import TrainStep
+
+PARAMS_FILE = "params.yaml"
+# Exit code after a multi-worker preemption save (TensorFlow's convention).
+PREEMPTION_EXIT_CODE = 42
+
+
+class TrainingDivergedError(RuntimeError):
+    """Repeated non-finite steps: the run was rolled back and stopped."""
+
+
+class IncompatibleRunError(ValueError):
+    """`model_dir` holds a run whose model differs from the config."""
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """How a `Trainer.train` call ended."""
+
+    step: int
+    train_metrics: dict
+    eval_metrics: dict
+    # SHA-256 of the trainable weights: equal on every worker of a run.
+    weights_fingerprint: str = ""
+    stopped_by_signal: bool = False
+
+
+def weights_fingerprint(variables):
+    """SHA-256 over the bytes of `variables`, in order."""
+    digest = hashlib.sha256()
+    for variable in variables:
+        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+    return digest.hexdigest()
+
+
+def check_resumable(model_dir, experiment, differences_fn):
+    """Raises `IncompatibleRunError` when `model_dir`'s run has another model shape.
+
+    `differences_fn(old_model_config, new_model_config)` returns
+    `{key: (old, new)}` for the fields that matter.
+    """
+    path = os.path.join(model_dir, PARAMS_FILE)
+    if not (os.path.exists(path) and tf.train.latest_checkpoint(model_dir)):
+        return
+    previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
+    differences = differences_fn(previous.model, experiment.model)
+    if differences:
+        listed = "; ".join(f"{key}: {old!r} in the run, {new!r} in this config"
+                           for key, (old, new) in differences.items())
+        raise IncompatibleRunError(
+            f"{model_dir} holds a run with another model ({listed}). Resume it with its own "
+            f"config ({path}), or start a new --model_dir (with --init_checkpoint {model_dir} "
+            "to start from its weights).")
+
+
+class _SignalFlag:
+    """Set by SIGTERM/SIGINT; the loop saves and stops at its next boundary."""
+
+    def __init__(self, signals=(signal.SIGTERM,)):
+        self.received = None
+        self._previous = {}
+        for signum in signals:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum, frame):
+        del frame
+        self.received = signal.Signals(signum).name
+        logging.warning("%s received: saving at the next step boundary, then stopping",
+                        self.received)
+
+    def restore(self):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+class Trainer:
+    """Trains `task`'s model as `experiment` describes, in `model_dir`.
+
+    Args:
+      task: a task instance (e.g. `bert_tf.tasks.pretraining.PretrainingTask`).
+      experiment: the task's resolved experiment config.
+      model_dir: checkpoints, `params.yaml`, `bert_tf_model.json` and the
+        TensorBoard logs (`train/`, `eval/`) go here.
+      strategy: a `tf.distribute.Strategy` (see `strategies.create_strategy`).
+      init_checkpoint: weights to start from when `model_dir` has no checkpoint.
+      stream: where the progress bar goes (default stdout).
+    """
+
+    def __init__(self, task, experiment, model_dir, strategy, init_checkpoint=None, stream=None):
+        self.task = task
+        self.experiment = experiment
+        self.config = experiment.trainer
+        self.model_dir = model_dir
+        self.strategy = strategy
+        self.init_checkpoint = init_checkpoint
+        self.stream = stream
+        self.chief = strategies.is_chief(strategy)
+        self.multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        task.validate()
+        self._build()
+
+    # -- setup ---------------------------------------------------------------
+
+    def _build(self):
+        runtime, config = self.experiment.runtime, self.config
+        precision = runtime.mixed_precision
+        with self.strategy.scope():
+            self.model = self.task.build_model(dtype=None if precision == "float32" else precision)
+            self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
+            self.optimizer.build(self.model.trainable_variables)
+            counter = dict(dtype=tf.int64, trainable=False,
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.step = tf.Variable(0, name="global_step", **counter)
+            self.consecutive_nonfinite = tf.Variable(0, name="consecutive_nonfinite", **counter)
+            self.loss_scale = LossScale(enabled=precision == "mixed_float16")
+        jit_compile = runtime.jit_compile
+        if jit_compile is None:
+            jit_compile = strategies.default_jit_compile(self.strategy)
+        self.train_step = TrainStep(
+            self.strategy, self.task, self.model, self.optimizer, self.loss_scale,
+            clip_norm=self.experiment.optimizer.clip_norm,
+            accumulation_steps=config.gradient_accumulation_steps, jit_compile=jit_compile,
+            step=self.step, consecutive_nonfinite=self.consecutive_nonfinite)
+        batch = config.global_batch_size
+        self.iterator = iter(self._distribute(
+            lambda context: self.task.train_dataset(context, batch)))
+        self._eval_iterator = None
+        self.checkpoint = TrainingCheckpoint(
+            self.model_dir, model=self.model, optimizer=self.optimizer, step=self.step,
+            loss_scale=self.loss_scale, iterator=self.iterator, max_to_keep=config.max_to_keep,
+            chief=self.chief, worker_index=strategies.worker_id(self.strategy),
+            per_worker_input=self.multi_worker)
+
+    def _distribute(self, dataset_fn):
+        """The distributed dataset of `dataset_fn(input_context)` (see `input_distribution`)."""
+        if self.config.input_distribution == "per_worker":
+            return self.strategy.distribute_datasets_from_function(dataset_fn)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        return self.strategy.experimental_distribute_dataset(dataset_fn(None).with_options(options))
+
+    def _restore_or_initialize(self):
+        restored = self.checkpoint.restore_latest()
+        if restored:
+            logging.info("resumed from %s (step %d)", restored, int(self.step.numpy()))
+            if self.init_checkpoint:
+                logging.info("--init_checkpoint %s ignored: %s already has a checkpoint",
+                             self.init_checkpoint, self.model_dir)
+            if self.chief:
+                drop_events_after(self.model_dir, int(self.step.numpy()))
+        elif self.init_checkpoint:
+            loaded, fresh = self.task.initialize(self.model, self.init_checkpoint)
+            logging.info("initialised %d weights from %s%s", len(loaded), self.init_checkpoint,
+                         f"; fresh: {fresh}" if fresh else "")
+        return restored
+
+    def _write_run_files(self):
+        if not self.chief:
+            return
+        os.makedirs(self.model_dir, exist_ok=True)
+        config_lib.dump_config(self.experiment, os.path.join(self.model_dir, PARAMS_FILE))
+        native.write_metadata(self.model, self.model_dir,
+                              getattr(self.task, "tokenizer_contract", None),
+                              getattr(self.task, "vocab_file", None))
+
+    # -- the loop --------------------------------------------------------------
+
+    def _next_boundary(self, step):
+        config = self.config
+        boundary = min(step + config.steps_per_loop, config.train_steps)
+        for every in (config.checkpoint_every, config.eval_every):
+            if every:
+                boundary = min(boundary, (step // every + 1) * every)
+        for profile_step in config.profile_steps:
+            if profile_step > step:
+                boundary = min(boundary, profile_step)
+        return boundary
+
+    def _train_metrics(self, sums, num_steps, seconds):
+        metrics = self.task.metrics(sums)
+        finite_steps = float(sums["finite_steps"])
+        metrics.update({
+            "learning_rate": float(self.optimizer.learning_rate.numpy()),
+            "gradient_norm": float(sums["gradient_norm"]) / max(finite_steps, 1.0),
+            "loss_scale": float(self.loss_scale.scale.numpy()),
+            "skipped_steps": num_steps - finite_steps,
+            "examples_per_second": num_steps * self.config.global_batch_size / seconds,
+            "tokens_per_second": float(sums["tokens"]) / seconds,
+        })
+        return metrics
+
+    def _eval_batches(self):
+        """A persistent iterator over the same `eval_steps` held-out batches, cached.
+
+        The first evaluation computes the batches; `repeat` then replays them
+        from the cache, so every evaluation sees exactly the same examples
+        and costs no input-pipeline work after the first.
+        """
+        if self._eval_iterator is None:
+            batch = self.config.eval_batch_size or self.config.global_batch_size
+            steps = self.config.eval_steps
+
+            def dataset_fn(context):
+                # Each step takes one batch per replica fed by this pipeline.
+                per_step = (context.num_replicas_in_sync // context.num_input_pipelines
+                            if context else 1)
+                dataset = self.task.eval_dataset(context, batch)
+                return dataset.take(steps * per_step).cache().repeat()
+
+            self._eval_iterator = iter(self._distribute(dataset_fn))
+        return self._eval_iterator
+
+    def evaluate(self, writers=None):
+        """Metrics over `eval_steps` held-out batches (the same batches every time)."""
+        if not self.task.has_eval_data:
+            return {}
+        sums = self.train_step.eval_loop(self._eval_batches(),
+                                         tf.constant(self.config.eval_steps))
+        metrics = self.task.metrics({k: v.numpy() for k, v in sums.items()})
+        step = int(self.step.numpy())
+        logging.info("eval at step %d: %s", step,
+                     "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
+        if writers is not None:
+            writers.scalars(writers.eval, step, metrics)
+        return metrics
+
+    def _roll_back(self, reason):
+        latest = self.checkpoint.restore_latest()
+        where = (f"rolled back to {latest} (step {int(self.step.numpy())})" if latest
+                 else "no checkpoint was written")
+        raise TrainingDivergedError(
+            f"{reason}; {where} and stopped. Lower optimizer.learning_rate, enable "
+            "gradient clipping (optimizer.clip_norm) or check the data.")
+
+    def train(self):
+        """Trains to `trainer.train_steps`; returns a `TrainingResult`."""
+        config = self.config
+        self._restore_or_initialize()
+        self._write_run_files()
+        writers = SummaryWriters(self.model_dir, self.chief)
+        step = int(self.step.numpy())
+        writers.config_text(step, yaml.safe_dump(config_lib.to_dict(self.experiment),
+                                                 sort_keys=False))
+        progress = Progress(step, config.train_steps, self.stream)
+        preemption = self._preemption_handler()
+        signals = None if preemption else _SignalFlag()
+        train_metrics, eval_metrics = {}, {}
+        profiling = False
+        try:
+            while step < config.train_steps:
+                boundary = self._next_boundary(step)
+                if config.profile_steps and step == config.profile_steps[0] and self.chief:
+                    tf.profiler.experimental.start(writers.train_dir)
+                    profiling = True
+                start = time.monotonic()
+                if preemption:
+                    with preemption.watch_preemption_scope():
+                        sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
+                else:
+                    sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
+                sums = {key: value.numpy() for key, value in sums.items()}
+                seconds = max(time.monotonic() - start, 1e-9)
+                num_steps, step = boundary - step, int(self.step.numpy())
+                if profiling and step >= config.profile_steps[1]:
+                    tf.profiler.experimental.stop()
+                    profiling = False
+                train_metrics = self._train_metrics(sums, num_steps, seconds)
+                writers.scalars(writers.train, step, train_metrics)
+                progress.update(step, train_metrics, train_metrics["examples_per_second"])
+
+                failures = int(self.consecutive_nonfinite.numpy())
+                if failures >= config.max_consecutive_nonfinite:
+                    self._roll_back(f"{failures} consecutive steps up to step {step} had a "
+                                    "non-finite loss or gradients (their updates were skipped)")
+                stop = signals is not None and signals.received
+                if step % config.checkpoint_every == 0 or step == config.train_steps or stop:
+                    if failures:
+                        # The newest step was skipped as non-finite: these weights
+                        # are not known to be good, so keep the last checkpoint.
+                        logging.warning("not checkpointing step %d: the last %d step(s) had "
+                                        "a non-finite loss or gradients", step, failures)
+                    else:
+                        try:
+                            self.checkpoint.save()
+                        except NonFiniteWeightsError as e:
+                            self._roll_back(str(e))
+                if (config.eval_every and step % config.eval_every == 0) or step == config.train_steps:
+                    eval_metrics = self.evaluate(writers) or eval_metrics
+                if preemption:
+                    preemption.save_checkpoint_if_preempted(checkpoint_number=step)
+                if stop:
+                    logging.warning("stopped by %s at step %d after saving; run the same "
+                                    "command to resume", signals.received, step)
+                    return TrainingResult(step, train_metrics, eval_metrics,
+                                          self._fingerprint(), stopped_by_signal=True)
+        finally:
+            progress.finish()
+            if profiling:
+                tf.profiler.experimental.stop()
+            if signals is not None:
+                signals.restore()
+            writers.close()
+        return TrainingResult(step, train_metrics, eval_metrics, self._fingerprint())
+
+    def _fingerprint(self):
+        return weights_fingerprint(self.model.trainable_variables)
+
+    def _preemption_handler(self):
+        """TensorFlow's coordinated preemption handling, for multi-worker and TPU runs."""
+        if not (self.multi_worker or isinstance(self.strategy, tf.distribute.TPUStrategy)):
+            return None
+        input_manager = self.checkpoint.input_manager
+
+        def save_input_state_and_exit():
+            if input_manager is not None:
+                input_manager.save(checkpoint_number=self.step)
+            logging.warning("preempted at step %d: checkpoint saved, exiting with code %d",
+                            int(self.step.numpy()), PREEMPTION_EXIT_CODE)
+            os._exit(PREEMPTION_EXIT_CODE)
+
+        return tf.distribute.experimental.PreemptionCheckpointHandler(
+            self.strategy.cluster_resolver, self.checkpoint.manager,
+            termination_config=tf.distribute.experimental.TerminationConfig(
+                exit_fn=save_input_state_and_exit))

@@ -1,0 +1,198 @@
+"""The trainer in-process on real text: summaries, checkpoints, faults, precision, init."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from tensorboard.compat.proto import event_pb2
+
+import bert_tf
+from bert_tf import tasks, train
+from bert_tf.checkpoints import loading
+from bert_tf.checkpoints.assign import CheckpointMismatchError
+from bert_tf.training import trainer as trainer_lib
+from bert_tf.training.checkpointing import stable_variable_dict
+
+from conftest import checkpoint_weights, max_weight_difference
+
+TRAIN_TAGS = {"loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy", "learning_rate",
+              "gradient_norm", "loss_scale", "examples_per_second", "tokens_per_second"}
+EVAL_TAGS = {"loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy"}
+
+
+def read_events(logdir):
+    """`{tag: [(step, value or text)]}` from every event file under `logdir`, in file order."""
+    values = {}
+    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                array = tf.make_ndarray(value.tensor)
+                values.setdefault(value.tag, []).append((event.step, array))
+    return values
+
+
+def train_in_process(config_path, model_dir, *overrides, init_checkpoint=None):
+    task_class, experiment = tasks.load_experiment(config_path, overrides)
+    return train.run(task_class, experiment, str(model_dir), init_checkpoint)
+
+
+def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, tmp_path):
+    run_dir = tmp_path / "run"
+    assert train_in_process(write_config(), run_dir) == 0
+
+    train_events = read_events(run_dir / "train")
+    assert TRAIN_TAGS <= set(train_events)
+    assert [step for step, _ in train_events["loss"]] == [2, 4, 6, 8, 10, 12]
+    losses = [float(v) for _, v in train_events["mlm_loss"]]
+    assert losses[-1] < losses[0]
+    assert all(np.isfinite(float(v)) for _, v in train_events["gradient_norm"])
+    config_text = train_events["config"][0][1].item().decode()
+    assert "task: pretraining" in config_text and "global_batch_size: 8" in config_text
+    eval_events = read_events(run_dir / "eval")
+    assert EVAL_TAGS <= set(eval_events)
+    assert [step for step, _ in eval_events["mlm_accuracy"]] == [6, 12]
+
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    assert params["trainer"]["train_steps"] == 12 and params["model"]["encoder"]["hidden_size"] == 32
+    assert sorted(os.path.basename(p) for p in glob.glob(str(run_dir / "ckpt-*.index"))) == [
+        "ckpt-12.index", "ckpt-4.index", "ckpt-8.index"]
+
+    # The run directory is itself a bert_tf model: its newest checkpoint loads,
+    # with the weights the trainer restores by its own keys.
+    pretrainer = bert_tf.load_pretrainer(str(run_dir))
+    task_class, experiment = tasks.load_experiment(str(run_dir / "params.yaml"))
+    restored = task_class(experiment).build_model()
+    tf.train.Checkpoint(model_variables=stable_variable_dict(restored.variables)).read(
+        str(run_dir / "ckpt-12")).expect_partial()
+    assert len(pretrainer.trainable_variables) == len(restored.trainable_variables)
+    for a, b in zip(pretrainer.trainable_variables, restored.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_resuming_with_another_model_shape_is_refused(write_config, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert train_in_process(write_config(trainer={"train_steps": 4}), run_dir) == 0
+    wider = write_config(model={"encoder": {"vocab_size": 30522, "hidden_size": 64,
+                                            "num_layers": 2, "num_heads": 2,
+                                            "intermediate_size": 64,
+                                            "max_position_embeddings": 64}})
+    assert train_in_process(wider, run_dir) == 1
+    error = capsys.readouterr().err
+    assert "model.encoder.hidden_size: 32 in the run, 64 in this config" in error
+    # A longer run with the same model resumes fine.
+    assert train_in_process(write_config(trainer={"train_steps": 6, "checkpoint_every": 2}),
+                            run_dir) == 0
+    assert tf.train.latest_checkpoint(str(run_dir)).endswith("ckpt-6")
+
+
+def test_non_finite_steps_are_skipped_then_rolled_back(write_config, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    config = write_config(trainer={"train_steps": 20, "eval_every": 0})
+    assert train_in_process(config, run_dir, "trainer.train_steps=4") == 0
+    good = checkpoint_weights(run_dir)
+    # A learning rate of 1e30 blows the weights up after one update; every
+    # later step is non-finite and skipped, none is checkpointed, and after
+    # five in a row the run rolls back to ckpt-4 and stops.
+    assert train_in_process(config, run_dir, "optimizer.learning_rate=1e30") == 1
+    error = capsys.readouterr().err
+    assert "5 consecutive steps up to step 10 had a non-finite loss" in error
+    assert "rolled back to" in error and "ckpt-4" in error
+    assert tf.train.latest_checkpoint(str(run_dir)).endswith("ckpt-4")
+    assert max_weight_difference(good, checkpoint_weights(run_dir)) == 0.0
+
+
+def test_gradient_accumulation_matches_the_full_batch(write_config, tmp_path):
+    no_dropout = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
+                              "num_heads": 2, "intermediate_size": 64,
+                              "max_position_embeddings": 64, "hidden_dropout": 0.0,
+                              "attention_dropout": 0.0}}
+    config = write_config(model=no_dropout, trainer={"train_steps": 4, "eval_every": 0})
+    assert train_in_process(config, tmp_path / "full") == 0
+    assert train_in_process(config, tmp_path / "accumulated",
+                            "trainer.gradient_accumulation_steps=4") == 0
+    difference = max_weight_difference(checkpoint_weights(tmp_path / "full"),
+                                       checkpoint_weights(tmp_path / "accumulated"))
+    assert difference < 1e-5
+
+
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains(write_config, tmp_path, precision):
+    config = write_config(trainer={"train_steps": 4, "eval_every": 0},
+                          runtime={"mixed_precision": precision})
+    assert train_in_process(config, tmp_path / "run") == 0
+    events = read_events(tmp_path / "run" / "train")
+    scales = [float(v) for _, v in events["loss_scale"]]
+    losses = [float(v) for _, v in events["loss"]]
+    assert all(np.isfinite(losses))
+    if precision == "mixed_float16":
+        assert scales[0] == 2.0 ** 15  # dynamic loss scaling is on
+    else:
+        assert scales == [1.0, 1.0]
+    weights = checkpoint_weights(tmp_path / "run")
+    assert all(w.dtype == np.float32 for k, w in weights.items() if "kernel" in k)
+
+
+def test_profiler_traces_the_requested_steps(write_config, tmp_path):
+    config = write_config(trainer={"train_steps": 4, "eval_every": 0, "profile_steps": [2, 4]})
+    assert train_in_process(config, tmp_path / "run") == 0
+    assert glob.glob(str(tmp_path / "run" / "train" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+
+
+@pytest.mark.parametrize("checkpoint_format", ["bert_tf", "google", "hf"])
+def test_init_checkpoint_loads_weights_of_every_format(write_config, tmp_path, checkpoint_format):
+    task_class, experiment = tasks.load_experiment(write_config())
+    task = task_class(experiment)
+    task.validate()
+    source = task.build_model()
+    loading.save(source, str(tmp_path / "source"), format=checkpoint_format,
+                 vocab_file=experiment.data.vocab_file, lower_case=True)
+    target = task.build_model()
+    loaded, fresh = task.initialize(target, str(tmp_path / "source"))
+    assert fresh == [] and len(loaded) == len(target.trainable_variables)
+    for a, b in zip(source.trainable_variables, target.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_init_checkpoint_of_another_shape_names_the_field(write_config, tmp_path):
+    task_class, experiment = tasks.load_experiment(write_config())
+    wide_class, wide = tasks.load_experiment(write_config(), ["model.encoder.hidden_size=64"])
+    loading.save(wide_class(wide).build_model(), str(tmp_path / "wide"))
+    task = task_class(experiment)
+    with pytest.raises(CheckpointMismatchError, match="hidden_size: checkpoint 64 vs config 32"):
+        task.initialize(task.build_model(), str(tmp_path / "wide"))
+
+
+def test_train_cli_rejects_unknown_keys_and_bad_types(write_config, capsys):
+    config = write_config()
+    assert train.main(["--config", config, "--model_dir", "unused",
+                       "--set", "trainer.train_stepz=3"]) == 2
+    assert "trainer.train_stepz" in capsys.readouterr().err
+    assert train.main(["--config", config, "--model_dir", "unused",
+                       "--set", "trainer.train_steps=many"]) == 2
+    assert "trainer.train_steps must be int, got str 'many'" in capsys.readouterr().err
+
+
+def test_run_with_an_empty_corpus_names_the_file(write_config, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    config = write_config(data={"train_files": [str(empty)]})
+    assert train_in_process(config, tmp_path / "run") == 1
+    assert "the corpus is empty" in capsys.readouterr().err
+
+
+def test_trainer_result_fingerprint_is_of_the_weights(write_config, tmp_path):
+    task_class, experiment = tasks.load_experiment(write_config(), ["trainer.train_steps=2"])
+    from bert_tf.training import strategies
+    task = task_class(experiment)
+    trainer = trainer_lib.Trainer(task, experiment, str(tmp_path / "run"),
+                                  strategies.create_strategy("cpu"))
+    result = trainer.train()
+    assert result.weights_fingerprint == trainer_lib.weights_fingerprint(
+        trainer.model.trainable_variables)
+    trainer.model.trainable_variables[0].assign_add(tf.ones_like(trainer.model.trainable_variables[0]))
+    assert result.weights_fingerprint != trainer_lib.weights_fingerprint(
+        trainer.model.trainable_variables)
