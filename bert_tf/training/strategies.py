@@ -123,3 +123,11 @@ def worker_id(strategy):
     if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return 0
     return int(resolver.task_id or 0)
+
+
+def local_replica_count(strategy):
+    """Replicas on this worker (the default strategy has one and no device list)."""
+    try:
+        return len(strategy.extended.worker_devices)
+    except RuntimeError:
+        return 1

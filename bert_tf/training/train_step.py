@@ -19,6 +19,8 @@ it: tokenization stays in the host input pipeline.
 
 import tensorflow as tf
 
+from bert_tf.training import strategies
+
 SUM = tf.distribute.ReduceOp.SUM
 
 
@@ -51,10 +53,13 @@ class TrainStep:
       jit_compile: XLA-compile the forward/backward pass.
       step: int64 variable counting global steps (created under the scope).
       consecutive_nonfinite: int64 variable counting skipped steps in a row.
+      global_batches: the input iterator yields whole global batches (split
+        here across replicas) instead of one batch per local replica.
     """
 
     def __init__(self, strategy, task, model, optimizer, loss_scale, *, clip_norm,
-                 accumulation_steps, jit_compile, step, consecutive_nonfinite):
+                 accumulation_steps, jit_compile, step, consecutive_nonfinite,
+                 global_batches=False):
         self.strategy = strategy
         self.task = task
         self.model = model
@@ -64,6 +69,8 @@ class TrainStep:
         self.accumulation_steps = accumulation_steps
         self.step = step
         self.consecutive_nonfinite = consecutive_nonfinite
+        self.global_batches = global_batches
+        self.local_replicas = strategies.local_replica_count(strategy)
         self.variables = model.trainable_variables
         self._forward_backward = (tf.function(self._forward_backward_eager, jit_compile=True)
                                   if jit_compile else self._forward_backward_eager)
@@ -117,7 +124,8 @@ class TrainStep:
 
         tf.distribute.get_replica_context().merge_call(cross_replica, args=(gradients, finite))
 
-    def _replica_train_step(self, inputs, labels):
+    def _replica_train_step(self, batch):
+        inputs, labels = batch
         context = tf.distribute.get_replica_context()
         denominators = context.all_reduce(SUM, self.task.loss_denominators(labels))
         if self.accumulation_steps > 1:
@@ -142,12 +150,36 @@ class TrainStep:
         sums["failed_steps"] = tf.cast(failure, tf.float32)
         return sums
 
-    def _replica_eval_step(self, inputs, labels):
+    def _replica_eval_step(self, batch):
+        inputs, labels = batch
         outputs = self.model(inputs, training=False)
         sums = self.task.metric_sums(labels, outputs, inputs)
         return tf.distribute.get_replica_context().all_reduce(SUM, sums)
 
     # -- cross-replica context -----------------------------------------------
+
+    def _next_batch(self, iterator):
+        """The next step's per-replica batches from a plain iterator.
+
+        One element per local replica, in replica order, as
+        `distribute_datasets_from_function` would hand them out; or one
+        global batch whose consecutive slices go to the replicas.
+        """
+        if self.global_batches:
+            batch = next(iterator)
+            replicas = self.strategy.num_replicas_in_sync
+
+            def replica_slice(context):
+                def cut(x):
+                    size = tf.shape(x)[0] // replicas
+                    return x[context.replica_id_in_sync_group * size:
+                             (context.replica_id_in_sync_group + 1) * size]
+                return tf.nest.map_structure(cut, batch)
+
+            return self.strategy.experimental_distribute_values_from_function(replica_slice)
+        batches = [next(iterator) for _ in range(self.local_replicas)]
+        return self.strategy.experimental_distribute_values_from_function(
+            lambda context: batches[context.replica_id_in_sync_group % self.local_replicas])
 
     def _local(self, per_replica):
         # Every replica holds the same all-reduced values; take the first.
@@ -157,7 +189,8 @@ class TrainStep:
     def _train_loop(self, iterator, num_steps):
         """Runs `num_steps` (>= 1) global steps; returns the loop's metric sums."""
         def one_step():
-            sums = self._local(self.strategy.run(self._replica_train_step, args=next(iterator)))
+            sums = self._local(self.strategy.run(self._replica_train_step,
+                                                 args=(self._next_batch(iterator),)))
             self.step.assign_add(1)
             failed = sums["failed_steps"] > 0
             self.consecutive_nonfinite.assign(
@@ -173,8 +206,12 @@ class TrainStep:
 
     def _eval_loop(self, iterator, num_steps):
         """Metric sums over `num_steps` eval batches."""
-        totals = self._local(self.strategy.run(self._replica_eval_step, args=next(iterator)))
+        def one_step():
+            return self._local(self.strategy.run(self._replica_eval_step,
+                                                 args=(self._next_batch(iterator),)))
+
+        totals = one_step()
         for _ in tf.range(1, num_steps):
-            sums = self._local(self.strategy.run(self._replica_eval_step, args=next(iterator)))
+            sums = one_step()
             totals = {key: totals[key] + sums[key] for key in totals}
         return totals

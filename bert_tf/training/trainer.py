@@ -154,10 +154,11 @@ class Trainer:
             self.strategy, self.task, self.model, self.optimizer, self.loss_scale,
             clip_norm=self.experiment.optimizer.clip_norm,
             accumulation_steps=config.gradient_accumulation_steps, jit_compile=jit_compile,
-            step=self.step, consecutive_nonfinite=self.consecutive_nonfinite)
+            step=self.step, consecutive_nonfinite=self.consecutive_nonfinite,
+            global_batches=config.input_distribution == "global")
         batch = config.global_batch_size
-        self.iterator = iter(self._distribute(
-            lambda context: self.task.train_dataset(context, batch)))
+        self.iterator = self._input_iterator(
+            lambda context: self.task.train_dataset(context, batch))
         self._eval_iterator = None
         self.checkpoint = TrainingCheckpoint(
             self.model_dir, model=self.model, optimizer=self.optimizer, step=self.step,
@@ -165,13 +166,21 @@ class Trainer:
             chief=self.chief, worker_index=strategies.worker_id(self.strategy),
             per_worker_input=self.multi_worker)
 
-    def _distribute(self, dataset_fn):
-        """The distributed dataset of `dataset_fn(input_context)` (see `input_distribution`)."""
-        if self.config.input_distribution == "per_worker":
-            return self.strategy.distribute_datasets_from_function(dataset_fn)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        return self.strategy.experimental_distribute_dataset(dataset_fn(None).with_options(options))
+    def _input_iterator(self, dataset_fn):
+        """A plain tf.data iterator over this worker's batches (see `input_distribution`).
+
+        Plain iterators are checkpointable on every strategy (TensorFlow's
+        multi-device distributed iterators are not); `TrainStep` hands their
+        batches to the replicas.
+        """
+        if self.config.input_distribution == "global":
+            return iter(dataset_fn(None))
+        local_replicas = strategies.local_replica_count(self.strategy)
+        context = tf.distribute.InputContext(
+            num_input_pipelines=self.strategy.num_replicas_in_sync // local_replicas,
+            input_pipeline_id=strategies.worker_id(self.strategy),
+            num_replicas_in_sync=self.strategy.num_replicas_in_sync)
+        return iter(dataset_fn(context))
 
     def _restore_or_initialize(self):
         restored = self.checkpoint.restore_latest()
@@ -182,7 +191,10 @@ class Trainer:
                              self.init_checkpoint, self.model_dir)
             if self.chief:
                 drop_events_after(self.model_dir, int(self.step.numpy()))
-        elif self.init_checkpoint:
+        elif self.chief:
+            # Events of an earlier attempt that died before its first checkpoint.
+            drop_events_after(self.model_dir, -1)
+        if not restored and self.init_checkpoint:
             loaded, fresh = self.task.initialize(self.model, self.init_checkpoint)
             logging.info("initialised %d weights from %s%s", len(loaded), self.init_checkpoint,
                          f"; fresh: {fresh}" if fresh else "")
@@ -235,13 +247,12 @@ class Trainer:
             steps = self.config.eval_steps
 
             def dataset_fn(context):
-                # Each step takes one batch per replica fed by this pipeline.
-                per_step = (context.num_replicas_in_sync // context.num_input_pipelines
-                            if context else 1)
+                # One batch per replica of this worker per step, or one global batch.
+                per_step = strategies.local_replica_count(self.strategy) if context else 1
                 dataset = self.task.eval_dataset(context, batch)
                 return dataset.take(steps * per_step).cache().repeat()
 
-            self._eval_iterator = iter(self._distribute(dataset_fn))
+            self._eval_iterator = self._input_iterator(dataset_fn)
         return self._eval_iterator
 
     def evaluate(self, writers=None):
@@ -273,8 +284,9 @@ class Trainer:
         self._write_run_files()
         writers = SummaryWriters(self.model_dir, self.chief)
         step = int(self.step.numpy())
-        writers.config_text(step, yaml.safe_dump(config_lib.to_dict(self.experiment),
-                                                 sort_keys=False))
+        if step == 0:
+            writers.config_text(0, yaml.safe_dump(config_lib.to_dict(self.experiment),
+                                                  sort_keys=False))
         progress = Progress(step, config.train_steps, self.stream)
         preemption = self._preemption_handler()
         signals = None if preemption else _SignalFlag()

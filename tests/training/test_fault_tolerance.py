@@ -1,0 +1,128 @@
+"""Killing and preempting real training processes, then resuming them.
+
+A run killed with SIGKILL at a random step and restarted with the same
+command ends with exactly the weights (and optimizer state) of an
+uninterrupted run; SIGTERM saves at the next step boundary and exits 0.
+Op determinism is on and dropout is active, so the dropout RNG state, the
+optimizer, the step and the input position must all be restored.
+"""
+
+import glob
+import os
+import random
+import re
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from tensorboard.compat.proto import event_pb2
+
+from conftest import REPO, run_train, tiny_experiment, train_command, train_env
+
+pytestmark = pytest.mark.slow
+
+TRAIN_STEPS = 16
+
+
+@pytest.fixture(scope="module")
+def experiment_path(tmp_path_factory, bert_corpus):
+    from bert_tf import shared_data
+
+    vocab = shared_data.data_path("vocab", "bert-base-uncased-vocab.txt")
+    experiment = tiny_experiment(bert_corpus, vocab, trainer={
+        "train_steps": TRAIN_STEPS, "global_batch_size": 8, "steps_per_loop": 1,
+        "checkpoint_every": 5, "eval_every": 8, "eval_steps": 2})
+    path = tmp_path_factory.mktemp("fault_config") / "experiment.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(experiment_path, tmp_path_factory):
+    """The model_dir of a run that was never interrupted."""
+    model_dir = tmp_path_factory.mktemp("uninterrupted")
+    result = run_train(experiment_path, model_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return model_dir
+
+
+def all_state(model_dir):
+    """Every tensor of the newest checkpoint but the input state and the save counter."""
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
+    skip = ("input/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH")
+    return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+            if not key.startswith(skip)}
+
+
+def assert_same_state(a, b):
+    assert a.keys() == b.keys()
+    assert any(k.startswith("model_variables/") for k in a)
+    assert any(k.startswith("optimizer_variables/") for k in a)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def start_until_step(experiment_path, model_dir, step):
+    """Starts a training process and returns it once it has logged `step` or later."""
+    process = subprocess.Popen(train_command(experiment_path, model_dir), cwd=REPO,
+                               env=train_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        match = re.search(r"step (\d+)/\d+", line)
+        if match and int(match.group(1)) >= step:
+            return process, output
+    process.wait()
+    raise AssertionError("the run ended before step %d:\n%s" % (step, "".join(output[-40:])))
+
+
+def event_steps(model_dir):
+    """`{(subdir, tag): [steps in file order]}` over all event files of a run."""
+    steps = {}
+    for path in sorted(glob.glob(os.path.join(str(model_dir), "*", "events.out.tfevents.*"))):
+        subdir = os.path.basename(os.path.dirname(path))
+        for record in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                steps.setdefault((subdir, value.tag), []).append(event.step)
+    return steps
+
+
+def test_sigkill_at_a_random_step_then_resume_gives_identical_weights(
+        experiment_path, uninterrupted, tmp_path):
+    kill_step = random.randint(2, TRAIN_STEPS - 2)
+    process, _ = start_until_step(experiment_path, tmp_path, kill_step)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    killed_at = tf.train.latest_checkpoint(str(tmp_path))
+
+    result = run_train(experiment_path, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resumed from" in result.stderr or killed_at is None, (kill_step, killed_at)
+    assert_same_state(all_state(uninterrupted), all_state(tmp_path))
+
+    # TensorBoard: each tag's steps strictly increase across the restart.
+    for (subdir, tag), steps in event_steps(tmp_path).items():
+        assert steps == sorted(set(steps)), (subdir, tag, steps, kill_step)
+    assert event_steps(tmp_path)[("train", "loss")] == list(range(1, TRAIN_STEPS + 1))
+
+
+def test_sigterm_saves_at_the_next_step_and_exits_cleanly(experiment_path, uninterrupted,
+                                                          tmp_path):
+    process, output = start_until_step(experiment_path, tmp_path, 7)
+    process.send_signal(signal.SIGTERM)
+    output += process.stdout.readlines()
+    assert process.wait(timeout=120) == 0, "".join(output[-30:])
+    log = "".join(output)
+    stopped = int(re.search(r"stopped by SIGTERM at step (\d+) after saving", log).group(1))
+    assert 7 <= stopped < TRAIN_STEPS
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{stopped}")
+
+    result = run_train(experiment_path, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_state(all_state(uninterrupted), all_state(tmp_path))

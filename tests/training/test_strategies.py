@@ -1,0 +1,128 @@
+"""Strategies for real on this machine: one device, mirrored over two CPU devices,
+two worker processes on localhost, and the TPU path's selection and step graph."""
+
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import tasks
+from bert_tf.training import strategies, trainer as trainer_lib
+
+from conftest import (REPO, checkpoint_weights, max_weight_difference, run_train,
+                      train_command, train_env)
+
+NO_DROPOUT = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
+                          "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+                          "hidden_dropout": 0.0, "attention_dropout": 0.0}}
+SHORT = {"train_steps": 6, "steps_per_loop": 3, "checkpoint_every": 6, "eval_every": 0}
+
+
+def test_auto_picks_tpu_then_workers_then_gpus_then_cpu(monkeypatch):
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    cluster = json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker",
+                                                                          "index": 0}})
+    assert strategies.choose_strategy("auto", tpu_address="my-tpu", num_gpus=8) == "tpu"
+    assert strategies.choose_strategy("auto", num_gpus=8, tf_config=cluster) == "multi_worker"
+    assert strategies.choose_strategy("auto", num_gpus=2, tf_config="") == "mirrored"
+    assert strategies.choose_strategy("auto", num_gpus=1, tf_config="") == "one_device"
+    assert strategies.choose_strategy("auto", num_gpus=0, tf_config="") == "cpu"
+    monkeypatch.setenv("TPU_NAME", "pod")
+    assert strategies.choose_strategy("auto", num_gpus=0, tf_config="") == "tpu"
+    assert strategies.choose_strategy("mirrored", tpu_address="x") == "mirrored"
+    with pytest.raises(ValueError, match="--strategy must be one of"):
+        strategies.choose_strategy("gpu")
+
+
+def test_tpu_strategy_without_a_tpu_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="--strategy=tpu: cannot reach a TPU at 'local'"):
+        strategies.create_strategy("tpu", "local")
+
+
+def _string_typed(graph_def):
+    """Names of nodes (top level and in the function library) touching tf.string."""
+    string = tf.string.as_datatype_enum
+
+    def touches_string(attr):
+        return attr.type == string or string in attr.list.type
+
+    found = [node.name for node in graph_def.node
+             if any(touches_string(a) for a in node.attr.values())]
+    for function in graph_def.library.function:
+        args = list(function.signature.input_arg) + list(function.signature.output_arg)
+        if any(arg.type == string for arg in args):
+            found.append(function.signature.name)
+        found += [f"{function.signature.name}/{node.name}" for node in function.node_def
+                  if any(touches_string(a) for a in node.attr.values())]
+    return found
+
+
+def test_the_train_step_holds_no_string_ops(write_config, tmp_path):
+    task_class, experiment = tasks.load_experiment(write_config())
+    trainer = trainer_lib.Trainer(task_class(experiment), experiment, str(tmp_path / "run"),
+                                  strategies.create_strategy("cpu"))
+    loop = trainer.train_step.train_loop.get_concrete_function(trainer.iterator,
+                                                               tf.constant(2))
+    graph_def = loop.graph.as_graph_def()
+    assert any("IteratorGetNext" in node.op for f in graph_def.library.function
+               for node in f.node_def) or any("IteratorGetNext" in n.op for n in graph_def.node)
+    assert _string_typed(graph_def) == []
+    # The check can fail: the tokenizer's own graph is full of strings.
+    tokenize = tf.function(lambda text: tf.strings.split(text)).get_concrete_function(
+        tf.TensorSpec([None], tf.string))
+    assert _string_typed(tokenize.graph.as_graph_def())
+
+
+@pytest.mark.slow
+def test_mirrored_over_two_cpu_devices_matches_one_device(write_config, tmp_path):
+    config = write_config(model=NO_DROPOUT, trainer=SHORT)
+    one = run_train(config, tmp_path / "one")
+    assert one.returncode == 0, one.stderr[-3000:]
+    mirrored = run_train(config, tmp_path / "mirrored", "--strategy", "mirrored",
+                         "--set", "runtime.logical_cpu_devices=2")
+    assert mirrored.returncode == 0, mirrored.stderr[-3000:]
+    assert "MirroredStrategy" in mirrored.stderr and "CPU:1" in mirrored.stderr
+    difference = max_weight_difference(checkpoint_weights(tmp_path / "one"),
+                                       checkpoint_weights(tmp_path / "mirrored"))
+    assert difference < 1e-5
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_two_worker_processes_train_identically_and_match_one_process(write_config, tmp_path):
+    config = write_config(model=NO_DROPOUT, trainer=dict(SHORT, input_distribution="global"))
+    single = run_train(config, tmp_path / "single")
+    assert single.returncode == 0, single.stderr[-3000:]
+
+    workers = [f"localhost:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers},
+                                "task": {"type": "worker", "index": index}})
+        processes.append(subprocess.Popen(
+            train_command(config, tmp_path / "cluster", "--strategy", "multi_worker"),
+            cwd=REPO, env=train_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output[-3000:]
+    fingerprints = [line for output in outputs for line in output.splitlines()
+                    if line.startswith("weights fingerprint:")]
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1]
+    assert os.listdir(tmp_path / "cluster" / "input_state") == ["worker_0", "worker_1"] or \
+        sorted(os.listdir(tmp_path / "cluster" / "input_state")) == ["worker_0", "worker_1"]
+    difference = max_weight_difference(checkpoint_weights(tmp_path / "single"),
+                                       checkpoint_weights(tmp_path / "cluster"))
+    assert difference < 1e-5
