@@ -53,13 +53,15 @@ class TrainStep:
       jit_compile: XLA-compile the forward/backward pass.
       step: int64 variable counting global steps (created under the scope).
       consecutive_nonfinite: int64 variable counting skipped steps in a row.
+      stop_requested: optional bool variable; when it turns True the train
+        loop ends before its next step (SIGTERM).
       global_batches: the input iterator yields whole global batches (split
         here across replicas) instead of one batch per local replica.
     """
 
     def __init__(self, strategy, task, model, optimizer, loss_scale, *, clip_norm,
                  accumulation_steps, jit_compile, step, consecutive_nonfinite,
-                 global_batches=False):
+                 stop_requested=None, global_batches=False):
         self.strategy = strategy
         self.task = task
         self.model = model
@@ -69,6 +71,7 @@ class TrainStep:
         self.accumulation_steps = accumulation_steps
         self.step = step
         self.consecutive_nonfinite = consecutive_nonfinite
+        self.stop_requested = stop_requested
         self.global_batches = global_batches
         self.local_replicas = strategies.local_replica_count(strategy)
         self.variables = model.trainable_variables
@@ -187,7 +190,7 @@ class TrainStep:
             lambda x: self.strategy.experimental_local_results(x)[0], per_replica)
 
     def _train_loop(self, iterator, num_steps):
-        """Runs `num_steps` (>= 1) global steps; returns the loop's metric sums."""
+        """Runs `num_steps` (>= 1) global steps, fewer after a stop request; returns the metric sums."""
         def one_step():
             sums = self._local(self.strategy.run(self._replica_train_step,
                                                  args=(self._next_batch(iterator),)))
@@ -200,6 +203,8 @@ class TrainStep:
 
         totals = one_step()
         for _ in tf.range(1, num_steps):
+            if self.stop_requested is not None and self.stop_requested:
+                break
             sums = one_step()
             totals = {key: totals[key] + sums[key] for key in totals}
         return totals

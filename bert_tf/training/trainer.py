@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -87,24 +88,48 @@ def check_resumable(model_dir, experiment, differences_fn):
             "to start from its weights).")
 
 
-class _SignalFlag:
-    """Set by SIGTERM/SIGINT; the loop saves and stops at its next boundary."""
+class _StopOnSignal:
+    """SIGTERM stops the run at the next step boundary, inside the loop.
 
-    def __init__(self, signals=(signal.SIGTERM,)):
+    Python runs signal handlers only between bytecodes, i.e. after the
+    running `tf.function` returns, which can be `steps_per_loop` steps away.
+    So the signal's wakeup byte is read by a thread, which sets `stop` (a
+    variable the train loop checks before every step) while the loop runs.
+    """
+
+    def __init__(self, stop, signals=(signal.SIGTERM,)):
+        self.stop = stop
         self.received = None
-        self._previous = {}
-        for signum in signals:
-            self._previous[signum] = signal.signal(signum, self._handle)
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in signals}
+        self._read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        self._write_fd = write_fd
+        self._previous_wakeup_fd = signal.set_wakeup_fd(write_fd)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self):
+        while True:
+            data = os.read(self._read_fd, 1)
+            if not data or data == b"\0":  # closed, or `close` asking us to end
+                return
+            self.stop.assign(True)
 
     def _handle(self, signum, frame):
         del frame
         self.received = signal.Signals(signum).name
+        self.stop.assign(True)
         logging.warning("%s received: saving at the next step boundary, then stopping",
                         self.received)
 
-    def restore(self):
+    def close(self):
+        signal.set_wakeup_fd(self._previous_wakeup_fd)
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        os.write(self._write_fd, b"\0")
+        self._thread.join()
+        os.close(self._write_fd)
+        os.close(self._read_fd)
 
 
 class Trainer:
@@ -146,6 +171,8 @@ class Trainer:
                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             self.step = tf.Variable(0, name="global_step", **counter)
             self.consecutive_nonfinite = tf.Variable(0, name="consecutive_nonfinite", **counter)
+            self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested",
+                                              aggregation=counter["aggregation"])
             self.loss_scale = LossScale(enabled=precision == "mixed_float16")
         jit_compile = runtime.jit_compile
         if jit_compile is None:
@@ -155,6 +182,7 @@ class Trainer:
             clip_norm=self.experiment.optimizer.clip_norm,
             accumulation_steps=config.gradient_accumulation_steps, jit_compile=jit_compile,
             step=self.step, consecutive_nonfinite=self.consecutive_nonfinite,
+            stop_requested=self.stop_requested,
             global_batches=config.input_distribution == "global")
         batch = config.global_batch_size
         self.iterator = self._input_iterator(
@@ -289,7 +317,7 @@ class Trainer:
                                                   sort_keys=False))
         progress = Progress(step, config.train_steps, self.stream)
         preemption = self._preemption_handler()
-        signals = None if preemption else _SignalFlag()
+        signals = None if preemption else _StopOnSignal(self.stop_requested)
         train_metrics, eval_metrics = {}, {}
         profiling = False
         try:
@@ -306,7 +334,8 @@ class Trainer:
                     sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
                 sums = {key: value.numpy() for key, value in sums.items()}
                 seconds = max(time.monotonic() - start, 1e-9)
-                num_steps, step = boundary - step, int(self.step.numpy())
+                # Fewer than planned when a stop was requested inside the loop.
+                num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
                 if profiling and step >= config.profile_steps[1]:
                     tf.profiler.experimental.stop()
                     profiling = False
@@ -318,7 +347,7 @@ class Trainer:
                 if failures >= config.max_consecutive_nonfinite:
                     self._roll_back(f"{failures} consecutive steps up to step {step} had a "
                                     "non-finite loss or gradients (their updates were skipped)")
-                stop = signals is not None and signals.received
+                stop = signals is not None and bool(self.stop_requested.numpy())
                 if step % config.checkpoint_every == 0 or step == config.train_steps or stop:
                     if failures:
                         # The newest step was skipped as non-finite: these weights
@@ -336,7 +365,7 @@ class Trainer:
                     preemption.save_checkpoint_if_preempted(checkpoint_number=step)
                 if stop:
                     logging.warning("stopped by %s at step %d after saving; run the same "
-                                    "command to resume", signals.received, step)
+                                    "command to resume", signals.received or "SIGTERM", step)
                     return TrainingResult(step, train_metrics, eval_metrics,
                                           self._fingerprint(), stopped_by_signal=True)
         finally:
@@ -344,7 +373,7 @@ class Trainer:
             if profiling:
                 tf.profiler.experimental.stop()
             if signals is not None:
-                signals.restore()
+                signals.close()
             writers.close()
         return TrainingResult(step, train_metrics, eval_metrics, self._fingerprint())
 

@@ -2,7 +2,8 @@
 
 A run killed with SIGKILL at a random step and restarted with the same
 command ends with exactly the weights (and optimizer state) of an
-uninterrupted run; SIGTERM saves at the next step boundary and exits 0.
+uninterrupted run; SIGTERM saves at the next step boundary (even inside a
+multi-step loop) and exits 0.
 Op determinism is on and dropout is active, so the dropout RNG state, the
 optimizer, the step and the input position must all be restored.
 """
@@ -65,9 +66,9 @@ def assert_same_state(a, b):
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def start_until_step(experiment_path, model_dir, step):
+def start_until_step(experiment_path, model_dir, step, *extra):
     """Starts a training process and returns it once it has logged `step` or later."""
-    process = subprocess.Popen(train_command(experiment_path, model_dir), cwd=REPO,
+    process = subprocess.Popen(train_command(experiment_path, model_dir, *extra), cwd=REPO,
                                env=train_env(), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     output = []
@@ -112,17 +113,21 @@ def test_sigkill_at_a_random_step_then_resume_gives_identical_weights(
     assert event_steps(tmp_path)[("train", "loss")] == list(range(1, TRAIN_STEPS + 1))
 
 
-def test_sigterm_saves_at_the_next_step_and_exits_cleanly(experiment_path, uninterrupted,
-                                                          tmp_path):
-    process, output = start_until_step(experiment_path, tmp_path, 7)
+def test_sigterm_stops_at_the_next_step_saves_and_resumes(experiment_path, uninterrupted,
+                                                         tmp_path):
+    # Loops of steps 1-8 and 9-16; the signal lands at the boundary after
+    # step 8 or inside the second loop, which then ends early.
+    one_loop = ("--set", "trainer.steps_per_loop=8", "--set", "trainer.checkpoint_every=16",
+                "--set", "trainer.eval_every=0")
+    process, output = start_until_step(experiment_path, tmp_path, 8, *one_loop)
     process.send_signal(signal.SIGTERM)
     output += process.stdout.readlines()
     assert process.wait(timeout=120) == 0, "".join(output[-30:])
     log = "".join(output)
     stopped = int(re.search(r"stopped by SIGTERM at step (\d+) after saving", log).group(1))
-    assert 7 <= stopped < TRAIN_STEPS
+    assert 8 <= stopped < TRAIN_STEPS, log[-2000:]
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{stopped}")
 
-    result = run_train(experiment_path, tmp_path)
+    result = run_train(experiment_path, tmp_path, *one_loop)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_state(all_state(uninterrupted), all_state(tmp_path))

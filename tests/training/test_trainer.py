@@ -196,3 +196,15 @@ def test_trainer_result_fingerprint_is_of_the_weights(write_config, tmp_path):
     trainer.model.trainable_variables[0].assign_add(tf.ones_like(trainer.model.trainable_variables[0]))
     assert result.weights_fingerprint != trainer_lib.weights_fingerprint(
         trainer.model.trainable_variables)
+
+
+def test_a_stop_request_ends_the_loop_before_its_next_step(write_config, tmp_path):
+    task_class, experiment = tasks.load_experiment(write_config())
+    from bert_tf.training import strategies
+    trainer = trainer_lib.Trainer(task_class(experiment), experiment, str(tmp_path / "run"),
+                                  strategies.create_strategy("cpu"))
+    trainer.train_step.train_loop(trainer.iterator, tf.constant(3))
+    assert int(trainer.step.numpy()) == 3
+    trainer.stop_requested.assign(True)
+    trainer.train_step.train_loop(trainer.iterator, tf.constant(5))
+    assert int(trainer.step.numpy()) == 4  # the first step of a loop always runs
