@@ -3,6 +3,8 @@ two worker processes on localhost, and the TPU path's selection and step graph."
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 
@@ -100,29 +102,70 @@ def _free_ports(count):
     return ports
 
 
-@pytest.mark.slow
-def test_two_worker_processes_train_identically_and_match_one_process(write_config, tmp_path):
-    config = write_config(model=NO_DROPOUT, trainer=dict(SHORT, input_distribution="global"))
-    single = run_train(config, tmp_path / "single")
-    assert single.returncode == 0, single.stderr[-3000:]
-
+def _start_workers(config, model_dir, *extra):
     workers = [f"localhost:{port}" for port in _free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
         processes.append(subprocess.Popen(
-            train_command(config, tmp_path / "cluster", "--strategy", "multi_worker"),
+            train_command(config, model_dir, "--strategy", "multi_worker", *extra),
             cwd=REPO, env=train_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
+    return processes
+
+
+@pytest.mark.slow
+def test_two_worker_processes_train_identically_and_match_one_process(write_config, tmp_path):
+    config = write_config(model=NO_DROPOUT, trainer=dict(SHORT, input_distribution="global"))
+    single = run_train(config, tmp_path / "single")
+    assert single.returncode == 0, single.stderr[-3000:]
+
+    processes = _start_workers(config, tmp_path / "cluster")
     outputs = [p.communicate(timeout=600)[0] for p in processes]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output[-3000:]
     fingerprints = [line for output in outputs for line in output.splitlines()
                     if line.startswith("weights fingerprint:")]
     assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1]
-    assert os.listdir(tmp_path / "cluster" / "input_state") == ["worker_0", "worker_1"] or \
-        sorted(os.listdir(tmp_path / "cluster" / "input_state")) == ["worker_0", "worker_1"]
+    assert sorted(os.listdir(tmp_path / "cluster" / "input_state")) == ["worker_0", "worker_1"]
     difference = max_weight_difference(checkpoint_weights(tmp_path / "single"),
                                        checkpoint_weights(tmp_path / "cluster"))
     assert difference < 1e-5
+
+
+@pytest.mark.slow
+def test_preempting_one_worker_checkpoints_the_cluster_which_then_resumes(write_config,
+                                                                          tmp_path):
+    config = write_config(trainer={"train_steps": 40, "steps_per_loop": 2,
+                                   "checkpoint_every": 40, "eval_every": 0})
+    model_dir = tmp_path / "cluster"
+    processes = _start_workers(config, model_dir)
+    output = []
+    for line in processes[1].stdout:  # worker 1, not the chief, is preempted
+        output.append(line)
+        if "step 6/40" in line:
+            processes[1].send_signal(signal.SIGTERM)
+            break
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    outputs[1] = "".join(output) + outputs[1]
+    # TensorFlow's PreemptionCheckpointHandler: every worker saves at the same
+    # step, then exits with code 42 (restart me).
+    saved = []
+    for process, log in zip(processes, outputs):
+        assert process.returncode == 42, log[-3000:]
+        saved.append(int(re.search(r"preempted at step (\d+): checkpoint saved", log).group(1)))
+    assert saved[0] == saved[1] and 6 <= saved[0] < 40
+    assert tf.train.latest_checkpoint(str(model_dir)).endswith(f"ckpt-{saved[0]}")
+    for worker in ("worker_0", "worker_1"):
+        assert os.path.exists(model_dir / "input_state" / worker / f"input-{saved[0]}.index")
+
+    processes = _start_workers(config, model_dir)
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    for process, log in zip(processes, outputs):
+        assert process.returncode == 0, log[-3000:]
+        assert f"resumed from {model_dir}/ckpt-{saved[0]}" in log
+    fingerprints = {line for log in outputs for line in log.splitlines()
+                    if line.startswith("weights fingerprint:")}
+    assert len(fingerprints) == 1
+    assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-40")
