@@ -196,6 +196,14 @@ class PretrainingTask:
             denominators["nsp"] = tf.cast(tf.shape(labels["next_sentence_labels"])[0], tf.float32)
         return denominators
 
+    @property
+    def sum_keys(self):
+        """The keys of `metric_sums`."""
+        keys = ("mlm_loss_sum", "mlm_correct", "mlm_weight", "tokens")
+        if self.model_config.use_nsp:
+            keys += ("nsp_loss_sum", "nsp_correct", "nsp_count")
+        return keys
+
     def metric_sums(self, labels, outputs, inputs):
         """Sums from which `metrics` computes the loss and accuracies (float32 scalars)."""
         weights = labels["masked_lm_weights"]  # [B, P]

@@ -72,6 +72,7 @@ class TrainStep:
         self.step = step
         self.consecutive_nonfinite = consecutive_nonfinite
         self.stop_requested = stop_requested
+        self.sum_keys = (*task.sum_keys, "loss", "gradient_norm", "finite_steps", "failed_steps")
         self.global_batches = global_batches
         self.local_replicas = strategies.local_replica_count(strategy)
         self.variables = model.trainable_variables
@@ -201,9 +202,12 @@ class TrainStep:
                          tf.zeros_like(self.consecutive_nonfinite)))
             return sums
 
-        totals = one_step()
-        for _ in tf.range(1, num_steps):
-            if self.stop_requested is not None and self.stop_requested:
+        # Every step runs the same traced code (the loop body), so the
+        # numerics of a step do not depend on where a loop starts: a run
+        # resumed mid-loop computes bit-identical updates.
+        totals = {key: tf.zeros([], tf.float32) for key in self.sum_keys}
+        for i in tf.range(num_steps):
+            if i > 0 and self.stop_requested is not None and self.stop_requested:
                 break
             sums = one_step()
             totals = {key: totals[key] + sums[key] for key in totals}
