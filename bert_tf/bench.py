@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m bert_tf.bench {tokenizer,pipeline} [options]`.
+"""Benchmarks: `python -m bert_tf.bench {tokenizer,pipeline,train} [options]`.
 
 Each benchmark measures a peer in the same run where one exists and reports
 ratios, because these machines are shared and absolute numbers are noisy.
@@ -13,6 +13,8 @@ BENCHMARKS = {
                   "in-graph WordPiece vs Hugging Face tokenizers, sentences/s"),
     "pipeline": ("bert_tf.benchmarks.pipeline",
                  "dynamic pretraining pipeline, tokens/s and sequences/s"),
+    "train": ("bert_tf.benchmarks.train",
+              "pretraining train step vs Model Garden BertPretrainerV2, sequences/s"),
 }
 
 

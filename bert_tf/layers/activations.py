@@ -1,7 +1,8 @@
 """Activation functions by the names BERT checkpoints use for them."""
 
 import keras
-from keras import ops
+
+from bert_tf.layers import fast_ops
 
 # Names accepted for `hidden_act`. "gelu" is the exact (erf) form; the tanh
 # approximation goes by several names in the wild.
@@ -11,13 +12,20 @@ SUPPORTED_ACTIVATIONS = EXACT_GELU_NAMES + TANH_GELU_NAMES + ("relu",)
 
 
 def gelu_exact(x):
-    """GELU with the exact Gaussian CDF (erf): Hugging Face "gelu"."""
-    return ops.gelu(x, approximate=False)
+    """GELU with the exact Gaussian CDF (erf): Hugging Face "gelu".
+
+    Computed in float32 with a hand-written gradient (`fast_ops.gelu_erf`);
+    Keras' version used erfc, several times slower on CPU.
+    """
+    return fast_ops.gelu_erf(x)
 
 
 def gelu_tanh(x):
-    """GELU with the tanh approximation: google-research/bert and Model Garden."""
-    return ops.gelu(x, approximate=True)
+    """GELU with the tanh approximation: google-research/bert and Model Garden.
+
+    Computed in float32 with a hand-written gradient (`fast_ops.gelu_tanh`).
+    """
+    return fast_ops.gelu_tanh(x)
 
 
 def get_activation(name):

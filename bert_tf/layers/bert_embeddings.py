@@ -3,6 +3,9 @@
 import keras
 from keras import ops
 
+from bert_tf.layers.bert_dropout import BertDropout
+from bert_tf.layers.bert_layer_norm import BertLayerNorm
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertEmbeddings(keras.layers.Layer):
@@ -41,17 +44,23 @@ class BertEmbeddings(keras.layers.Layer):
             embeddings_initializer=initializer, dtype=self.dtype_policy,
             name="segment_embeddings")
         self.segment_embeddings.build(token_ids_shape)
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = BertLayerNorm(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
         self.layer_norm.build(tuple(token_ids_shape) + (self.hidden_size,))
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = BertDropout(
             self.dropout, dtype=self.dtype_policy, name="dropout")
         self.built = True
 
     def call(self, token_ids, segment_ids, training=None):
         seq_length = ops.shape(token_ids)[1]
         words = self.word_embeddings(token_ids)  # [B, S, D]
-        segments = self.segment_embeddings(segment_ids)  # [B, S, D]
+        # Segment embeddings as a one-hot matmul: for BERT's 2 (or a few)
+        # rows, its gradient is a dense [T, D] product, where a gather's is
+        # B * S sparse rows that the optimizer must segment-sum every step.
+        one_hot_segments = ops.one_hot(
+            segment_ids, self.type_vocab_size, dtype=self.compute_dtype)  # [B, S, T]
+        segments = ops.matmul(one_hot_segments, ops.cast(
+            self.segment_embeddings.embeddings, self.compute_dtype))  # [B, S, D]
         positions = ops.cast(
             self.position_embeddings.embeddings[:seq_length], self.compute_dtype)  # [S, D]
         embeddings = words + segments + positions[None, :, :]

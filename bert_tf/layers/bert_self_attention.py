@@ -3,7 +3,11 @@
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+from bert_tf.layers import fast_ops
+from bert_tf.layers.bert_dropout import BertDropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -16,6 +20,12 @@ class BertSelfAttention(keras.layers.Layer):
     dropout. The additive `attention_bias` ([B, 1, 1, T] or broadcastable to
     [B, N, S, T]) is added to the scores in float32, and the softmax is always
     computed in float32, whatever the mixed-precision policy.
+
+    For speed the three input projections run as one [D, 3D] matmul on
+    kernels concatenated at call time (the variables stay separate), and the
+    1 / sqrt(H) scaling is folded into the query projection when it is a
+    power of two (exact in any dtype; H = 64 in every BERT size), else
+    applied to the float32 scores.
     """
 
     def __init__(self, num_heads, hidden_size, attention_dropout=0.1,
@@ -44,29 +54,49 @@ class BertSelfAttention(keras.layers.Layer):
         self.key = projection("key")
         self.value = projection("value")
         self.attention_output = projection("attention_output")
-        self.probs_dropout = keras.layers.Dropout(
+        self.probs_dropout = BertDropout(
             self.attention_dropout, dtype=self.dtype_policy, name="probs_dropout")
         self.built = True
 
-    def _split_heads(self, x):
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(x, (batch, length, self.num_heads, self.head_size))  # [B, S, N, H]
+    def _fused_qkv_weights(self):
+        """The [D, 3D] kernel and [3D] bias of query | key | value, scale folded in."""
+        scale = 1.0 / math.sqrt(self.head_size)
+        query_scale = scale if math.log2(scale).is_integer() else 1.0
+        kernels, biases = [], []
+        for layer, factor in ((self.query, query_scale), (self.key, 1.0), (self.value, 1.0)):
+            kernel = ops.cast(layer.kernel, self.compute_dtype)
+            bias = ops.cast(layer.bias, self.compute_dtype)
+            if factor != 1.0:
+                kernel, bias = kernel * factor, bias * factor
+            kernels.append(kernel)
+            biases.append(bias)
+        return (ops.concatenate(kernels, axis=1), ops.concatenate(biases, axis=0),
+                scale / query_scale)
 
     def call(self, inputs, attention_bias=None, training=None):
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        query = self._split_heads(self.query(inputs))  # [B, S, N, H]
-        key = self._split_heads(self.key(inputs))  # [B, T, N, H]
-        value = self._split_heads(self.value(inputs))  # [B, T, N, H]
-        scores = ops.einsum("bsnh,btnh->bnst", query, key)  # [B, N, S, T]
-        scores = ops.cast(scores, "float32") / math.sqrt(self.head_size)
-        if attention_bias is not None:
-            scores = scores + ops.cast(attention_bias, "float32")
-        probs = ops.softmax(scores, axis=-1)
-        probs = ops.cast(probs, self.compute_dtype)
+        kernel, bias, softmax_scale = self._fused_qkv_weights()  # [D, 3D], [3D]
+        flat_inputs = ops.reshape(inputs, (-1, inputs.shape[-1]))  # [B * S, D]
+        # bias_add (not +) so the bias gradient is one BiasAddGrad kernel.
+        qkv = tf.nn.bias_add(ops.matmul(flat_inputs, kernel), bias)  # [B * S, 3D]
+        qkv = ops.reshape(
+            qkv, (batch, length, 3, self.num_heads, self.head_size))  # [B, S, 3, N, H]
+        # One transpose for all three instead of one each.
+        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, B, N, S, H]
+        # Unstack, not indexing: the gradient of three slices would be three
+        # zero-filled [3, B, N, S, H] tensors summed.
+        query, key, value = ops.unstack(qkv, 3, axis=0)  # [B, N, S, H], [B, N, T, H] x 2
+        # tf.matmul's transpose_b reads the keys in place; the einsum forms of
+        # keras.ops (or a batched ops.matmul) would materialise a transpose.
+        scores = tf.linalg.matmul(query, key, transpose_b=True)  # [B, N, S, T]
+        bias_f32 = None if attention_bias is None else ops.cast(attention_bias, "float32")
+        probs = fast_ops.attention_softmax(scores, bias_f32, softmax_scale)  # [B, N, S, T]
         probs = self.probs_dropout(probs, training=training)
-        context = ops.einsum("bnst,btnh->bsnh", probs, value)  # [B, S, N, H]
-        context = ops.reshape(context, (batch, length, self.hidden_size))  # [B, S, D]
-        return self.attention_output(context)
+        context = tf.linalg.matmul(probs, value)  # [B, N, S, H]
+        context = ops.transpose(context, (0, 2, 1, 3))  # [B, S, N, H]
+        context = ops.reshape(context, (-1, self.hidden_size))  # [B * S, D]
+        output = self.attention_output(context)  # [B * S, D]
+        return ops.reshape(output, (batch, length, self.hidden_size))  # [B, S, D]
 
     def compute_output_shape(self, inputs_shape, attention_bias_shape=None):
         return inputs_shape

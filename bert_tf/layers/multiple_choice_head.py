@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_tf.layers.bert_dropout import BertDropout
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class MultipleChoiceHead(keras.layers.Layer):
@@ -22,7 +24,7 @@ class MultipleChoiceHead(keras.layers.Layer):
         self.initializer_range = initializer_range
 
     def build(self, pooled_shape):
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = BertDropout(
             self.dropout, dtype=self.dtype_policy, name="dropout")
         self.dense = keras.layers.Dense(
             1, kernel_initializer=keras.initializers.TruncatedNormal(

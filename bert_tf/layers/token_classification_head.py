@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_tf.layers.bert_dropout import BertDropout
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class TokenClassificationHead(keras.layers.Layer):
@@ -20,7 +22,7 @@ class TokenClassificationHead(keras.layers.Layer):
         self.initializer_range = initializer_range
 
     def build(self, sequence_shape):
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = BertDropout(
             self.dropout, dtype=self.dtype_policy, name="dropout")
         self.dense = keras.layers.Dense(
             self.num_labels, kernel_initializer=keras.initializers.TruncatedNormal(

@@ -1,8 +1,11 @@
 """One post-LayerNorm Transformer encoder block, as in BERT."""
 
 import keras
+from keras import ops
 
 from bert_tf.layers.activations import get_activation
+from bert_tf.layers.bert_dropout import BertDropout
+from bert_tf.layers.bert_layer_norm import BertLayerNorm
 from bert_tf.layers.bert_self_attention import BertSelfAttention
 
 
@@ -12,6 +15,8 @@ class TransformerBlock(keras.layers.Layer):
     dropout, a residual connection and LayerNorm (post-LN).
 
     Input [B, S, D] and an additive attention bias; output [B, S, D].
+    The feed-forward network runs on the flattened [B * S, D] rows, where a
+    matmul and its bias add can fuse into one kernel.
     """
 
     def __init__(self, num_heads, hidden_size, intermediate_size,
@@ -34,9 +39,9 @@ class TransformerBlock(keras.layers.Layer):
             self.num_heads, self.hidden_size, self.attention_dropout,
             self.initializer_range, dtype=self.dtype_policy, name="self_attention")
         self.self_attention.build(inputs_shape)
-        self.attention_dropout_layer = keras.layers.Dropout(
+        self.attention_dropout_layer = BertDropout(
             self.hidden_dropout, dtype=self.dtype_policy, name="attention_dropout")
-        self.attention_layer_norm = keras.layers.LayerNormalization(
+        self.attention_layer_norm = BertLayerNorm(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy,
             name="attention_layer_norm")
         self.attention_layer_norm.build(inputs_shape)
@@ -48,9 +53,9 @@ class TransformerBlock(keras.layers.Layer):
             self.hidden_size, kernel_initializer=initializer,
             dtype=self.dtype_policy, name="output")
         self.output_dense.build(intermediate_shape)
-        self.output_dropout = keras.layers.Dropout(
+        self.output_dropout = BertDropout(
             self.hidden_dropout, dtype=self.dtype_policy, name="output_dropout")
-        self.output_layer_norm = keras.layers.LayerNormalization(
+        self.output_layer_norm = BertLayerNorm(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy,
             name="output_layer_norm")
         self.output_layer_norm.build(inputs_shape)
@@ -60,10 +65,12 @@ class TransformerBlock(keras.layers.Layer):
         attended = self.self_attention(inputs, attention_bias, training=training)
         attended = self.attention_dropout_layer(attended, training=training)
         attended = self.attention_layer_norm(inputs + attended)  # [B, S, D]
-        hidden = self.intermediate(attended)  # [B, S, I]
-        hidden = self.output_dense(hidden)  # [B, S, D]
+        attended = ops.reshape(attended, (-1, self.hidden_size))  # [B * S, D]
+        hidden = self.intermediate(attended)  # [B * S, I]
+        hidden = self.output_dense(hidden)  # [B * S, D]
         hidden = self.output_dropout(hidden, training=training)
-        return self.output_layer_norm(attended + hidden)
+        outputs = self.output_layer_norm(attended + hidden)  # [B * S, D]
+        return ops.reshape(outputs, ops.shape(inputs))  # [B, S, D]
 
     def compute_output_shape(self, inputs_shape, attention_bias_shape=None):
         return inputs_shape

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import assign, loading, weight_map
 from bert_tf.data import pretraining as pretraining_data
+from bert_tf.layers import fast_ops
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.encoder_config import EncoderConfig
@@ -209,7 +210,9 @@ class PretrainingTask:
         weights = labels["masked_lm_weights"]  # [B, P]
         mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)  # [B, P, V]
         mlm_ids = labels["masked_lm_ids"]
-        mlm_xent = tf.nn.sparse_softmax_cross_entropy_with_logits(mlm_ids, mlm_logits)  # [B, P]
+        # The fast kernel: same values as TF's fused op, about half the time on
+        # [B * P, V] logits (see `fast_ops.sparse_softmax_cross_entropy`).
+        mlm_xent = fast_ops.sparse_softmax_cross_entropy(mlm_ids, mlm_logits)  # [B, P]
         mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), mlm_ids),
                            tf.float32)
         sums = {
