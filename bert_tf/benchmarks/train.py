@@ -228,11 +228,13 @@ def our_train_step(model, optimizer):
     iterators = {}
 
     def step(features, labels):
+        # One endless iterator per batch; the batch is kept with it so its id
+        # cannot be reused by another object.
         key = id(features)
         if key not in iterators:
             batches = tf.data.Dataset.from_tensors((features, labels)).repeat()
-            iterators[key] = iter(batches)
-        return train_step.train_loop(iterators[key], one_step)["loss"]
+            iterators[key] = (features, iter(batches))
+        return train_step.train_loop(iterators[key][1], one_step)["loss"]
 
     return step
 

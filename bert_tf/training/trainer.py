@@ -13,6 +13,7 @@ this module runs it:
         roll back and stop after repeated non-finite steps
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -327,10 +328,9 @@ class Trainer:
                     tf.profiler.experimental.start(writers.train_dir)
                     profiling = True
                 start = time.monotonic()
-                if preemption:
-                    with preemption.watch_preemption_scope():
-                        sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
-                else:
+                watch = (preemption.watch_preemption_scope() if preemption
+                         else contextlib.nullcontext())
+                with watch:
                     sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
                 sums = {key: value.numpy() for key, value in sums.items()}
                 seconds = max(time.monotonic() - start, 1e-9)
