@@ -108,6 +108,29 @@ def _read_config_and_contract(path, fmt, hidden_act):
     return config, contract, vocab
 
 
+@dataclasses.dataclass
+class CheckpointInfo:
+    """What a checkpoint says about itself, read without loading its weights."""
+
+    format: str
+    encoder_config: object
+    tokenizer_contract: dict = None
+    vocab_file: str = None
+
+
+def describe(path, format=None, hidden_act=None):
+    """The format, encoder config, tokenizer contract and shipped vocab of `path`.
+
+    Fine-tuning uses it to size the model and find the vocabulary before
+    any weight is read. `keras` files are not described (load them).
+    """
+    fmt = format or detect_format(path)
+    if fmt == "keras":
+        raise ValueError(f"{path}: a .keras file; load it with load_encoder to read its config")
+    config, contract, vocab = _read_config_and_contract(path, fmt, hidden_act)
+    return CheckpointInfo(fmt, config, contract, vocab)
+
+
 def _read_arrays(path, fmt, slots):
     if fmt == "bert_tf":
         return native.read_arrays(native.weights_prefix(path), slots)

@@ -11,6 +11,10 @@ from bert_tf import config as config_lib
 
 TASKS = {
     "pretraining": ("bert_tf.tasks.pretraining", "PretrainingTask"),
+    "glue": ("bert_tf.tasks.glue", "GlueTask"),
+    "squad": ("bert_tf.tasks.squad", "SquadTask"),
+    "ner": ("bert_tf.tasks.ner", "NerTask"),
+    "swag": ("bert_tf.tasks.swag", "SwagTask"),
 }
 
 

@@ -118,6 +118,11 @@ class PretrainingTask:
     def vocab_file(self):
         return self.data.vocab_file
 
+    def export_info(self):
+        """The `task` record of `bert_tf_model.json` (read by `bert_tf.export`)."""
+        return {"name": self.name, "kind": "pretrainer",
+                "max_seq_length": self.data.max_seq_length}
+
     # -- model ---------------------------------------------------------------
 
     def build_model(self, dtype=None):

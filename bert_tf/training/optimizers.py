@@ -35,6 +35,9 @@ class OptimizerConfig:
     epsilon: float = 1e-6
     weight_decay: float = 0.01
     warmup_steps: int = 10000
+    # A fraction of the run's steps to warm up over instead (fine-tuning's
+    # "10 % warmup"); 0 uses `warmup_steps`. Set one of the two, not both.
+    warmup_proportion: float = 0.0
     decay: str = "linear"
     decay_power: float = 1.0
     # None: decay over the run's `trainer.train_steps`.
@@ -52,6 +55,13 @@ class OptimizerConfig:
             raise ValueError(f"optimizer.learning_rate must be > 0, got {self.learning_rate}")
         if self.warmup_steps < 0:
             raise ValueError(f"optimizer.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not 0.0 <= self.warmup_proportion < 1.0:
+            raise ValueError(f"optimizer.warmup_proportion must be in [0, 1), "
+                             f"got {self.warmup_proportion}")
+        if self.warmup_proportion and self.warmup_steps:
+            raise ValueError(
+                f"optimizer.warmup_steps ({self.warmup_steps}) and optimizer.warmup_proportion "
+                f"({self.warmup_proportion}) are both set; set the other to 0")
         if self.clip_norm < 0:
             raise ValueError(f"optimizer.clip_norm must be >= 0, got {self.clip_norm}")
 
@@ -98,8 +108,11 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 def learning_rate_schedule(config, train_steps):
     """The `WarmupPolynomialDecay` an `OptimizerConfig` describes."""
     power = {"linear": 1.0, "polynomial": config.decay_power, "constant": 0.0}[config.decay]
+    warmup_steps = config.warmup_steps
+    if config.warmup_proportion:
+        warmup_steps = int(round(config.warmup_proportion * train_steps))
     return WarmupPolynomialDecay(
-        config.learning_rate, config.warmup_steps, config.decay_steps or train_steps,
+        config.learning_rate, warmup_steps, config.decay_steps or train_steps,
         end_learning_rate=config.end_learning_rate, power=power)
 
 

@@ -90,7 +90,12 @@ class TrainStep:
             scaled_loss = self.loss_scale.scale_loss(loss)
         gradients = tape.gradient(scaled_loss, self.variables)
         sums["loss"] = loss
-        return [_dense(g) for g in gradients], sums
+        # Zeros, not None, for weights the task's loss does not reach (the
+        # pooler under a span or token head), so the all-reduce gets a full
+        # list. (TF's UnconnectedGradients.ZERO fails on Keras 3 variables.)
+        gradients = [tf.zeros(v.shape, v.dtype) if g is None else _dense(g)
+                     for g, v in zip(gradients, self.variables)]
+        return gradients, sums
 
     def _accumulated_gradients(self, inputs, labels, denominators):
         """Gradients and sums over `accumulation_steps` micro-batches, one at a time."""

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
+import math
 import os
 import signal
 import threading
@@ -30,6 +31,7 @@ from bert_tf import config as config_lib
 from bert_tf.checkpoints import native
 from bert_tf.training import strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
+from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
 from bert_tf.training.optimizers import build_optimizer
 from bert_tf.training.progress import Progress
@@ -157,6 +159,15 @@ class Trainer:
         self.chief = strategies.is_chief(strategy)
         self.multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         task.validate()
+        if self.config.train_epochs:
+            steps = math.ceil(self.config.train_epochs * task.num_train_examples
+                              / self.config.global_batch_size)
+            self.config = dataclasses.replace(self.config, train_steps=max(steps, 1))
+            self.experiment = dataclasses.replace(experiment, trainer=self.config)
+            logging.info("%g epochs of %d examples at batch %d: %d steps",
+                         self.config.train_epochs, task.num_train_examples,
+                         self.config.global_batch_size, self.config.train_steps)
+        self._predict = None
         self._build()
 
     # -- setup ---------------------------------------------------------------
@@ -236,7 +247,8 @@ class Trainer:
         config_lib.dump_config(self.experiment, os.path.join(self.model_dir, PARAMS_FILE))
         native.write_metadata(self.model, self.model_dir,
                               getattr(self.task, "tokenizer_contract", None),
-                              getattr(self.task, "vocab_file", None))
+                              getattr(self.task, "vocab_file", None),
+                              task_info=self.task.export_info())
 
     # -- the loop --------------------------------------------------------------
 
@@ -285,12 +297,24 @@ class Trainer:
         return self._eval_iterator
 
     def evaluate(self, writers=None):
-        """Metrics over `eval_steps` held-out batches (the same batches every time)."""
-        if not self.task.has_eval_data:
+        """Evaluation metrics, logged and written to TensorBoard's `eval/`.
+
+        Fine-tuning tasks (`evaluate_model`) run every evaluation example
+        through the model on this host and compute their official metric;
+        pretraining sums in-graph metrics over `eval_steps` held-out batches
+        (the same batches every time).
+        """
+        if hasattr(self.task, "evaluate_model"):
+            batch = self.config.eval_batch_size or self.config.global_batch_size
+            if self._predict is None:
+                self._predict = inference_fn(self.model)
+            metrics = self.task.evaluate_model(self._predict, batch_size=batch)
+        elif self.task.has_eval_data:
+            sums = self.train_step.eval_loop(self._eval_batches(),
+                                             tf.constant(self.config.eval_steps))
+            metrics = self.task.metrics({k: v.numpy() for k, v in sums.items()})
+        else:
             return {}
-        sums = self.train_step.eval_loop(self._eval_batches(),
-                                         tf.constant(self.config.eval_steps))
-        metrics = self.task.metrics({k: v.numpy() for k, v in sums.items()})
         step = int(self.step.numpy())
         logging.info("eval at step %d: %s", step,
                      "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))

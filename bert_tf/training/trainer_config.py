@@ -19,6 +19,10 @@ class TrainerConfig:
     """
 
     train_steps: int = 1_000_000
+    # > 0: train for this many passes over the task's training examples
+    # instead (fine-tuning); the trainer sets `train_steps` from it and
+    # records the result in params.yaml.
+    train_epochs: float = 0.0
     global_batch_size: int = 256
     # Steps run inside one tf.function call (what TPUs need); summaries and
     # the console are updated once per loop.
@@ -51,6 +55,8 @@ class TrainerConfig:
         if self.max_to_keep < 2:
             raise ValueError(f"trainer.max_to_keep must be >= 2 (a good checkpoint must survive "
                              f"a crash while writing the next one), got {self.max_to_keep}")
+        if self.train_epochs < 0:
+            raise ValueError(f"trainer.train_epochs must be >= 0, got {self.train_epochs}")
         if self.eval_every < 0 or self.eval_batch_size < 0:
             raise ValueError("trainer.eval_every and trainer.eval_batch_size must be >= 0")
         if self.global_batch_size % self.gradient_accumulation_steps:

@@ -1,0 +1,394 @@
+"""What every fine-tuning task shares: the encoder from a checkpoint, batches, evaluation.
+
+A fine-tuning task (GLUE, SQuAD, NER, SWAG) is a pretrained encoder plus a
+small head. The pieces common to all of them live here:
+
+- `resolve`: the encoder shape, vocabulary and casing come from
+  `--init_checkpoint` (or from the run's own `model_dir` when resuming) unless
+  the config sets them, and are written back into the experiment, so
+  `params.yaml` describes the run completely for evaluation and export;
+- `initialize`: the encoder's weights from any supported checkpoint format,
+  the head starting fresh;
+- input pipelines over an in-memory table of examples: a seeded shuffle of
+  example *indices* (small iterator state to checkpoint), batching, a
+  per-batch `make_batch` that tokenizes in graph or gathers precomputed
+  features, and dynamic padding (each batch cut to its longest sequence);
+- host-side evaluation: every evaluation example goes through the model once
+  and the task computes its official metric in Python.
+
+Shapes: B batch, S sequence length, C choices.
+"""
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.checkpoints import assign, loading, native, weight_map
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.tasks.pretraining import encoder_config_differences
+from bert_tf.text import tokenizer_contract
+from bert_tf.text.segment_packer import SegmentPacker
+from bert_tf.text.tokenizer import BertTokenizer
+
+# Sequence lengths after dynamic padding are rounded up to a multiple of
+# this, so the kernels see a handful of shapes instead of every length.
+PAD_TO_MULTIPLE = 8
+
+
+@dataclasses.dataclass
+class FinetuningModelConfig:
+    """The encoder and the head's dropout."""
+
+    # None: the encoder of --init_checkpoint (shape and activation). The
+    # trainer records the resolved encoder in params.yaml.
+    encoder: EncoderConfig | None = None
+    # Dropout before the task head; None: the encoder's hidden dropout.
+    head_dropout: float | None = None
+
+
+@dataclasses.dataclass
+class FinetuningDataConfig:
+    """Options every fine-tuning task's data shares."""
+
+    # "": the vocabulary shipped with --init_checkpoint.
+    vocab_file: str = ""
+    # None: as the checkpoint's tokenizer contract says (or guessed from the vocab).
+    lower_case: bool | None = None
+    max_seq_length: int = 128
+    # Cut each batch to its longest sequence (rounded up to a multiple of 8).
+    # Turn off for TPUs, which need fixed shapes.
+    dynamic_padding: bool = True
+    # > 0: use only the first N training / evaluation examples (quick runs).
+    max_train_examples: int = 0
+    max_eval_examples: int = 0
+    # Seeds the order of the training examples.
+    seed: int = 0
+
+
+def trim_padding(inputs, sequence_keys, multiple=PAD_TO_MULTIPLE):
+    """Cuts the last axis of `sequence_keys` to the batch's longest sequence.
+
+    `inputs["padding_mask"]` ([B, S] or [B, C, S]) gives the lengths; the
+    cut length is rounded up to `multiple` but never exceeds S.
+    """
+    mask = inputs["padding_mask"]
+    longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
+    length = tf.minimum((longest + multiple - 1) // multiple * multiple, tf.shape(mask)[-1])
+    return {key: (value[..., :length] if key in sequence_keys else value)
+            for key, value in inputs.items()}
+
+
+def _pad_sequence_axis(arrays, width):
+    """Concatenates [b_i, s_i, ...] arrays along axis 0, zero-padding axis 1 to `width`."""
+    padded = []
+    for array in arrays:
+        pad = [(0, 0), (0, width - array.shape[1])] + [(0, 0)] * (array.ndim - 2)
+        padded.append(np.pad(array, pad))
+    return np.concatenate(padded, axis=0)
+
+
+class FinetuningTask:
+    """Base of the fine-tuning tasks; subclasses define the model, the batches and the metric.
+
+    Subclasses set `config_class`, `name`, `kind` (the export kind) and
+    implement `_task_model(encoder)`, `num_train_examples`,
+    `_train_table()`, `_eval_table(source)`, `make_batch(table, indices)`,
+    `compute_loss`, `metric_sums`, `sum_keys`, `evaluate_outputs` and
+    `export_info`.
+    """
+
+    config_class = None
+    name = None
+    kind = None
+    # Output keys whose axis 1 is the sequence (padded to max_seq_length when
+    # the batches of an evaluation are concatenated).
+    sequence_outputs = ()
+    # Label keys with a sequence axis (cut with the inputs).
+    sequence_labels = ()
+    # The trainer's in-graph evaluation is for pretraining; fine-tuning
+    # evaluates on the host with `evaluate_model`.
+    has_eval_data = False
+
+    def __init__(self, experiment):
+        self.experiment = experiment
+        self._tokenizer = None
+        self._tables = {}
+
+    @property
+    def model_config(self):
+        return self.experiment.model
+
+    @property
+    def data(self):
+        return self.experiment.data
+
+    # -- configuration ---------------------------------------------------------
+
+    def resolve(self, init_checkpoint=None, model_dir=None):
+        """Fills `model.encoder`, `data.vocab_file` and `data.lower_case` from a checkpoint.
+
+        The run's own `model_dir` wins over `init_checkpoint` once it holds a
+        checkpoint (a resumed run keeps its shape). Values the config sets
+        are kept. Returns the resolved experiment (also `self.experiment`).
+        """
+        model, data = self.experiment.model, self.experiment.data
+        if model.encoder is not None and data.vocab_file and data.lower_case is not None:
+            return self.experiment
+        source = None
+        if model_dir and native.is_native(model_dir):
+            source = model_dir
+        elif init_checkpoint:
+            source = init_checkpoint
+        if source is None:
+            missing = [key for key, value in (("model.encoder", model.encoder),
+                                              ("data.vocab_file", data.vocab_file))
+                       if not value]
+            if missing:
+                raise ValueError(f"{' and '.join(missing)} not set and no --init_checkpoint "
+                                 "to take them from")
+            lower_case = tokenizer_contract.guess_lower_case(data.vocab_file)
+            data = dataclasses.replace(data, lower_case=lower_case)
+        else:
+            info = loading.describe(source)
+            encoder = model.encoder or info.encoder_config
+            vocab_file = data.vocab_file or info.vocab_file
+            if not vocab_file:
+                raise ValueError(f"data.vocab_file is not set and {source} ships no vocab.txt")
+            lower_case = data.lower_case
+            if lower_case is None:
+                contract = info.tokenizer_contract
+                lower_case = (contract["lower_case"] if contract
+                              else tokenizer_contract.guess_lower_case(vocab_file))
+            model = dataclasses.replace(model, encoder=encoder)
+            data = dataclasses.replace(data, vocab_file=vocab_file, lower_case=lower_case)
+        self.experiment = dataclasses.replace(self.experiment, model=model, data=data)
+        return self.experiment
+
+    def validate(self):
+        """Eager checks naming the config key at fault, before anything is built."""
+        data, encoder = self.data, self.model_config.encoder
+        if encoder is None or not data.vocab_file or data.lower_case is None:
+            raise ValueError("model.encoder, data.vocab_file and data.lower_case must be "
+                             "resolved first (give --init_checkpoint)")
+        contract = tokenizer_contract.contract_from_vocab(data.vocab_file, data.lower_case)
+        if contract["vocab_size"] != encoder.vocab_size:
+            raise ValueError(
+                f"data.vocab_file {data.vocab_file} has {contract['vocab_size']} tokens but "
+                f"model.encoder.vocab_size is {encoder.vocab_size}")
+        if data.max_seq_length > encoder.max_position_embeddings:
+            raise ValueError(
+                f"data.max_seq_length ({data.max_seq_length}) exceeds "
+                f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
+        self.tokenizer_contract = contract
+        # Built here, eagerly: its tables must not be created inside the
+        # first tf.data function that happens to use it.
+        self._tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
+
+    @property
+    def vocab_file(self):
+        return self.data.vocab_file
+
+    @property
+    def tokenizer(self):
+        """The in-graph WordPiece tokenizer of this run's vocabulary (after `validate`)."""
+        if self._tokenizer is None:
+            raise RuntimeError(f"{type(self).__name__}.validate() builds the tokenizer; "
+                               "call it first")
+        return self._tokenizer
+
+    def packer(self, max_seq_length=None):
+        return SegmentPacker.from_tokenizer(self.tokenizer,
+                                            max_seq_length or self.data.max_seq_length)
+
+    # -- model -----------------------------------------------------------------
+
+    def build_model(self, dtype=None):
+        """The task model on a fresh encoder; call under the strategy's scope."""
+        encoder = BertEncoder.from_encoder_config(self.model_config.encoder, dtype=dtype)
+        return self._task_model(encoder)
+
+    def _task_model(self, encoder):
+        raise NotImplementedError
+
+    def initialize(self, model, path):
+        """Loads the encoder from a checkpoint of any format; the head starts fresh.
+
+        Returns (names of the loaded weights, names of the fresh ones).
+        """
+        result = loading.load(path, "encoder", vocab_file=self.data.vocab_file,
+                              lower_case=self.data.lower_case)
+        differences = encoder_config_differences(result.model.encoder_config,
+                                                 model.encoder.encoder_config)
+        if differences:
+            listed = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}"
+                               for k, (a, b) in differences.items())
+            raise assign.CheckpointMismatchError(
+                f"--init_checkpoint {path} does not fit model.encoder ({listed})")
+        arrays = {slot.name: slot.variable.numpy()
+                  for slot in weight_map.encoder_slots(result.model)}
+        loaded = assign.assign_to_slots(weight_map.encoder_slots(model.encoder), arrays,
+                                        f"{result.format} checkpoint {path}")
+        encoder_ids = {id(v) for v in model.encoder.weights}
+        fresh = [v.path for v in model.weights if id(v) not in encoder_ids]
+        return loaded, fresh
+
+    def model_differences(self, old, new):
+        """`{key: (old, new)}` of model fields a resumed run cannot change."""
+        if old.encoder is None or new.encoder is None:
+            return {}
+        return {f"model.encoder.{key}": values for key, values
+                in encoder_config_differences(old.encoder, new.encoder).items()}
+
+    # -- data ------------------------------------------------------------------
+
+    @property
+    def num_train_examples(self):
+        return len(self._table("train")["index"])
+
+    def _table(self, source):
+        """The example table of `source` ("train" or an evaluation source), cached.
+
+        Subclasses apply `data.max_train_examples` / `max_eval_examples` when
+        reading examples (before windowing, for SQuAD).
+        """
+        if source not in self._tables:
+            table = self._train_table() if source == "train" else self._eval_table(source)
+            if not len(table["index"]):
+                raise ValueError(f"{self.name}: no examples in {source!r}")
+            self._tables[source] = table
+        return self._tables[source]
+
+    def limit(self, examples, source):
+        """`examples` cut to `data.max_train_examples` or `max_eval_examples` (0: all)."""
+        limit = self.data.max_train_examples if source == "train" else self.data.max_eval_examples
+        return examples[:limit] if limit else examples
+
+    def _train_table(self):
+        raise NotImplementedError
+
+    def _eval_table(self, source):
+        raise NotImplementedError
+
+    def make_batch(self, table, indices):
+        """(inputs, labels) of the examples at `indices` (an int64 [B] tensor)."""
+        raise NotImplementedError
+
+    def _finish_batch(self, inputs, labels):
+        if not self.data.dynamic_padding:
+            return inputs, labels
+        sequence_keys = ("token_ids", "segment_ids", "padding_mask")
+        both = trim_padding({**inputs, **labels}, sequence_keys + tuple(self.sequence_labels))
+        return ({key: both[key] for key in inputs}, {key: both[key] for key in labels})
+
+    def _graph_table(self, table):
+        return {key: tf.constant(value) for key, value in table.items()}
+
+    def train_dataset(self, input_context, global_batch_size):
+        """Endless (inputs, labels) batches: a new seeded order every epoch."""
+        table = self._table("train")
+        graph_table = self._graph_table(table)
+        batch_size = (input_context.get_per_replica_batch_size(global_batch_size)
+                      if input_context is not None else global_batch_size)
+        dataset = tf.data.Dataset.range(len(table["index"]))
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            dataset = dataset.shard(input_context.num_input_pipelines,
+                                    input_context.input_pipeline_id)
+        # Shuffling indices keeps the iterator state (checkpointed) small; a
+        # whole-table buffer gives a full permutation per epoch.
+        dataset = dataset.shuffle(len(table["index"]), seed=self.data.seed,
+                                  reshuffle_each_iteration=True).repeat()
+        dataset = dataset.batch(batch_size, drop_remainder=True)
+        dataset = dataset.map(lambda indices: self.make_batch(graph_table, indices),
+                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def eval_batches(self, source, batch_size):
+        """Every example of `source` once, in order, as (inputs, labels) batches."""
+        table = self._table(source)
+        graph_table = self._graph_table(table)
+        dataset = tf.data.Dataset.range(len(table["index"])).batch(batch_size)
+        dataset = dataset.map(lambda indices: self.make_batch(graph_table, indices))
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def predict_outputs(self, predict_fn, source, batch_size=64):
+        """The model's outputs for every example of `source`, as numpy arrays."""
+        collected = {}
+        for inputs, _ in self.eval_batches(source, batch_size):
+            outputs = predict_fn(inputs)
+            for key, value in outputs.items():
+                collected.setdefault(key, []).append(np.asarray(value, np.float32))
+        width = self.data.max_seq_length
+        return {key: (_pad_sequence_axis(values, width) if key in self.sequence_outputs
+                      else np.concatenate(values, axis=0))
+                for key, values in collected.items()}
+
+    # -- evaluation ------------------------------------------------------------
+
+    @property
+    def eval_sources(self):
+        """The evaluation sources run during and at the end of training."""
+        return ("dev",)
+
+    def evaluate_model(self, predict_fn, sources=None, output_dir=None, batch_size=64):
+        """Official metrics on each evaluation source, `{name: value}` (prefixed when several).
+
+        With `output_dir`, each source's predictions are written there too.
+        """
+        sources = sources or self.eval_sources
+        metrics = {}
+        for source in sources:
+            outputs = self.predict_outputs(predict_fn, source, batch_size)
+            values = self.evaluate_outputs(source, outputs, output_dir)
+            prefix = f"{source_name(source)}/" if len(sources) > 1 else ""
+            metrics.update({prefix + key: value for key, value in values.items()})
+        return metrics
+
+    def evaluate_outputs(self, source, outputs, output_dir=None):
+        raise NotImplementedError
+
+    # -- loss helpers ----------------------------------------------------------
+
+    @staticmethod
+    def example_count(labels, key):
+        return tf.cast(tf.shape(labels[key])[0], tf.float32)
+
+    @staticmethod
+    def metrics(sums):
+        """Training loss and accuracy from summed `metric_sums` (Python floats)."""
+        count = max(float(sums["count"]), 1e-9)
+        return {"loss": float(sums["loss_sum"]) / count,
+                "accuracy": float(sums["correct"]) / count}
+
+    def export_info(self):
+        """The `task` record of `bert_tf_model.json` (read by `bert_tf.export`)."""
+        return {"name": self.name, "kind": self.kind,
+                "max_seq_length": self.data.max_seq_length}
+
+
+def steps_for_epochs(epochs, num_examples, global_batch_size):
+    """Optimizer steps for `epochs` passes over `num_examples` (at least 1)."""
+    return max(1, math.ceil(epochs * num_examples / global_batch_size))
+
+
+def restore_trained_model(task, model_dir, dtype=None):
+    """The task model with the weights of `model_dir`'s newest checkpoint."""
+    model = task.build_model(dtype=dtype)
+    prefix = native.weights_prefix(model_dir)
+    slots = weight_map.task_slots(model)
+    arrays = native.read_arrays(prefix, slots)
+    assign.assign_to_slots(slots, arrays, f"checkpoint {prefix}")
+    return model, prefix
+
+
+def source_name(source):
+    """A short name for an evaluation source: a split name, or a file's name without extension."""
+    return os.path.splitext(os.path.basename(source))[0] if os.sep in source else source
+
+
+def output_path(output_dir, name):
+    os.makedirs(output_dir, exist_ok=True)
+    return os.path.join(output_dir, name)

@@ -1,0 +1,172 @@
+"""GLUE: sentence and sentence-pair classification (and STS-B regression).
+
+`[CLS] text_a [SEP] (text_b [SEP])` goes through the encoder; a dense layer
+on the pooled output gives the class logits (or one score for STS-B).
+Tokenization and packing run in the input pipeline, in graph.
+"""
+
+import dataclasses
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import shared_data
+from bert_tf.data import glue as glue_data
+from bert_tf.models.bert_classifier import BertClassifier
+from bert_tf.tasks import glue_metrics
+from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningModelConfig,
+                                      FinetuningTask, output_path)
+from bert_tf.training.optimizers import OptimizerConfig
+from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+
+
+@dataclasses.dataclass
+class GlueDataConfig(FinetuningDataConfig):
+    """Which GLUE task, and where its TSV files are."""
+
+    # One of bert_tf.data.glue.GLUE_TASKS, e.g. "sst2", "mrpc", "stsb".
+    task_name: str = "sst2"
+    # The folder holding the task folders (SST-2/, MRPC/, ...); "" is
+    # bert_tf.shared_data's GLUE folder.
+    data_dir: str = ""
+
+
+@dataclasses.dataclass
+class GlueExperiment:
+    """A GLUE fine-tuning run: one YAML file in `configs/finetune/`."""
+
+    task: str = "glue"
+    model: FinetuningModelConfig = dataclasses.field(default_factory=FinetuningModelConfig)
+    data: GlueDataConfig = dataclasses.field(default_factory=GlueDataConfig)
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+
+class GlueTask(FinetuningTask):
+    """Fine-tunes a `BertClassifier` on one GLUE task; scores with the task's official metric."""
+
+    config_class = GlueExperiment
+    name = "glue"
+
+    @property
+    def spec(self):
+        return glue_data.task_spec(self.data.task_name)
+
+    @property
+    def kind(self):
+        return "regressor" if self.spec.is_regression else "classifier"
+
+    @property
+    def data_dir(self):
+        return self.data.data_dir or shared_data.data_path("glue")
+
+    def validate(self):
+        glue_data.task_spec(self.data.task_name)  # an unknown name fails here, listing all
+        super().validate()
+
+    def _task_model(self, encoder):
+        spec = self.spec
+        num_classes = 1 if spec.is_regression else len(spec.label_names)
+        return BertClassifier(encoder, num_classes=num_classes,
+                              dropout=self.model_config.head_dropout)
+
+    # -- data ------------------------------------------------------------------
+
+    @property
+    def eval_sources(self):
+        return self.spec.eval_splits
+
+    def _examples(self, split):
+        return self.limit(glue_data.read_examples(self.data.task_name, split, self.data_dir),
+                          split)
+
+    def _make_table(self, examples, with_labels=True):
+        spec = self.spec
+        table = {
+            "index": np.arange(len(examples), dtype=np.int64),
+            "text_a": np.array([e.text_a for e in examples], dtype=object),
+        }
+        if spec.is_pair:
+            table["text_b"] = np.array([e.text_b or "" for e in examples], dtype=object)
+        if with_labels:
+            ids = glue_data.label_ids(self.data.task_name, examples)
+            table["label"] = np.asarray(ids, np.float32 if spec.is_regression else np.int32)
+        else:
+            table["label"] = np.zeros(len(examples), np.float32 if spec.is_regression else np.int32)
+        return table
+
+    def _train_table(self):
+        return self._make_table(self._examples("train"))
+
+    def _eval_table(self, source):
+        has_labels = source not in self.spec.test_splits
+        return self._make_table(self._examples(source), with_labels=has_labels)
+
+    def make_batch(self, table, indices):
+        segments = [self.tokenizer.tokenize(tf.gather(table["text_a"], indices))]
+        if "text_b" in table:
+            segments.append(self.tokenizer.tokenize(tf.gather(table["text_b"], indices)))
+        inputs = self.packer()(segments)
+        labels = {"label": tf.gather(table["label"], indices)}
+        return self._finish_batch(inputs, labels)
+
+    # -- loss and metrics ------------------------------------------------------
+
+    def loss_denominators(self, labels):
+        return {"examples": self.example_count(labels, "label")}
+
+    @property
+    def sum_keys(self):
+        return ("loss_sum", "correct", "count", "tokens")
+
+    def metric_sums(self, labels, outputs, inputs):
+        logits = tf.cast(outputs["logits"], tf.float32)  # [B, classes]
+        if self.spec.is_regression:
+            score = logits[:, 0]
+            losses = tf.square(score - labels["label"])
+            # "Accuracy" of a regressor: within 0.5 of the gold score.
+            hits = tf.cast(tf.abs(score - labels["label"]) <= 0.5, tf.float32)
+        else:
+            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels["label"], logits)
+            hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                                    labels["label"]), tf.float32)
+        return {"loss_sum": tf.reduce_sum(losses), "correct": tf.reduce_sum(hits),
+                "count": self.example_count(labels, "label"),
+                "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))}
+
+    def compute_loss(self, labels, outputs, inputs, denominators):
+        sums = self.metric_sums(labels, outputs, inputs)
+        return sums["loss_sum"] / tf.maximum(denominators["examples"], 1.0), sums
+
+    def predictions(self, outputs):
+        """Label ids (or scores for STS-B) from the model's logits."""
+        logits = outputs["logits"]
+        return logits[:, 0] if self.spec.is_regression else np.argmax(logits, axis=-1)
+
+    def evaluate_outputs(self, source, outputs, output_dir=None):
+        predictions = self.predictions(outputs)
+        table = self._table(source)
+        if source in self.spec.test_splits:
+            metrics = {}
+        else:
+            metrics = glue_metrics.compute(self.data.task_name, table["label"], predictions)
+        if output_dir:
+            self.write_predictions(source, predictions, output_dir)
+            with open(output_path(output_dir, f"metrics_{source}.json"), "w") as f:
+                json.dump(metrics, f, indent=2)
+        return metrics
+
+    def write_predictions(self, source, predictions, output_dir):
+        """The GLUE submission TSV for `source` (any split) in `output_dir`."""
+        examples = self._examples(source)
+        return glue_data.write_submission(self.data.task_name, source, examples,
+                                          list(predictions), output_dir)
+
+    def export_info(self):
+        spec = self.spec
+        info = super().export_info()
+        info.update({"glue_task": spec.name, "text_inputs": 2 if spec.is_pair else 1,
+                     "label_names": list(spec.label_names)})
+        return info

@@ -1,0 +1,208 @@
+"""CoNLL-2003 named-entity recognition: one label per word, scored per entity.
+
+Each word of a sentence is WordPiece-tokenized; the word's label is
+predicted from its first piece (the other pieces are not scored), as in the
+BERT paper (section 5.3). Training labels are the file's tags converted to
+IOB2, so every entity starts with a `B-` tag; predictions map back to one
+tag per original word and are scored with conlleval's entity-level
+precision, recall and F1.
+
+Shapes: N sentences, S sequence length, K labels.
+"""
+
+import dataclasses
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import shared_data
+from bert_tf.data import conll2003
+from bert_tf.models.bert_token_classifier import BertTokenClassifier
+from bert_tf.tasks import conll_metrics
+from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningModelConfig,
+                                      FinetuningTask, output_path, source_name)
+from bert_tf.training.optimizers import OptimizerConfig
+from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+
+LABELS = conll2003.CONLL_LABELS
+OUTSIDE = "O"
+
+
+@dataclasses.dataclass
+class NerDataConfig(FinetuningDataConfig):
+    """CoNLL-format files: `word POS chunk NER` per line."""
+
+    # "": bert_tf.shared_data's eng.train / eng.testa + eng.testb.
+    train_file: str = ""
+    eval_files: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class NerExperiment:
+    """A CoNLL-2003 NER fine-tuning run."""
+
+    task: str = "ner"
+    model: FinetuningModelConfig = dataclasses.field(default_factory=FinetuningModelConfig)
+    data: NerDataConfig = dataclasses.field(default_factory=NerDataConfig)
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+
+@dataclasses.dataclass
+class SentenceFeatures:
+    """Packed sentences and where each word's first piece landed."""
+
+    table: dict
+    # word_positions[i][j]: position of word j's first piece in sentence i,
+    # -1 when the word has no piece or was cut by max_seq_length.
+    word_positions: list
+
+
+def featurize(sentences, tokenizer, max_seq_length):
+    """Packs `[CLS] pieces [SEP]` per sentence with first-piece labels (IOB2 ids)."""
+    words = sorted({word for sentence in sentences for word in sentence.words})
+    pieces = tokenizer.tokenize(tf.constant(words)).to_list() if words else []
+    pieces_of = dict(zip(words, pieces))
+    label_index = {label: i for i, label in enumerate(LABELS)}
+    count = len(sentences)
+    token_ids = np.full((count, max_seq_length), tokenizer.pad_id, np.int32)
+    label_ids = np.zeros((count, max_seq_length), np.int32)
+    label_weights = np.zeros((count, max_seq_length), np.float32)
+    padding_mask = np.zeros((count, max_seq_length), np.int32)
+    word_positions = []
+    budget = max_seq_length - 1  # the last slot is kept for [SEP]
+    for i, sentence in enumerate(sentences):
+        ids, positions = [tokenizer.cls_id], []
+        labels = conll_metrics.to_iob2(list(sentence.labels))
+        for word, label in zip(sentence.words, labels):
+            word_pieces = pieces_of[word]
+            if not word_pieces or len(ids) + 1 > budget:
+                positions.append(-1)
+                continue
+            positions.append(len(ids))
+            label_ids[i, len(ids)] = label_index[label]
+            label_weights[i, len(ids)] = 1.0
+            ids.extend(word_pieces[:budget - len(ids)])
+        ids.append(tokenizer.sep_id)
+        token_ids[i, :len(ids)] = ids
+        padding_mask[i, :len(ids)] = 1
+        word_positions.append(positions)
+    table = {"index": np.arange(count, dtype=np.int64), "token_ids": token_ids,
+             "padding_mask": padding_mask, "label_ids": label_ids,
+             "label_weights": label_weights}
+    return SentenceFeatures(table, word_positions)
+
+
+class NerTask(FinetuningTask):
+    """Fine-tunes a `BertTokenClassifier` on CoNLL-2003; scores entity-level F1."""
+
+    config_class = NerExperiment
+    name = "ner"
+    kind = "token_classifier"
+    sequence_outputs = ("logits",)
+    sequence_labels = ("label_ids", "label_weights")
+
+    def __init__(self, experiment):
+        super().__init__(experiment)
+        self._sentences = {}
+        self._word_positions = {}
+
+    def _task_model(self, encoder):
+        return BertTokenClassifier(encoder, num_labels=len(LABELS),
+                                   dropout=self.model_config.head_dropout)
+
+    # -- data ------------------------------------------------------------------
+
+    @property
+    def train_file(self):
+        return self.data.train_file or shared_data.data_path("conll2003", "eng.train")
+
+    @property
+    def eval_sources(self):
+        return tuple(self.data.eval_files) or (
+            shared_data.data_path("conll2003", "eng.testa"),
+            shared_data.data_path("conll2003", "eng.testb"))
+
+    def sentences(self, source):
+        """The sentences of a CoNLL file (cached; cut to max_*_examples)."""
+        if source not in self._sentences:
+            path = self.train_file if source == "train" else source
+            sentences = conll2003.read_conll(path)
+            self._sentences[source] = self.limit(sentences, source)
+        return self._sentences[source]
+
+    def _features(self, source):
+        features = featurize(self.sentences(source), self.tokenizer, self.data.max_seq_length)
+        self._word_positions[source] = features.word_positions
+        return features.table
+
+    def _train_table(self):
+        return self._features("train")
+
+    def _eval_table(self, source):
+        return self._features(source)
+
+    def make_batch(self, table, indices):
+        token_ids = tf.gather(table["token_ids"], indices)
+        inputs = {"token_ids": token_ids, "segment_ids": tf.zeros_like(token_ids),
+                  "padding_mask": tf.gather(table["padding_mask"], indices)}
+        labels = {"label_ids": tf.gather(table["label_ids"], indices),
+                  "label_weights": tf.gather(table["label_weights"], indices)}
+        return self._finish_batch(inputs, labels)
+
+    # -- loss and metrics ------------------------------------------------------
+
+    def loss_denominators(self, labels):
+        return {"words": tf.reduce_sum(labels["label_weights"])}
+
+    @property
+    def sum_keys(self):
+        return ("loss_sum", "correct", "count", "tokens")
+
+    def metric_sums(self, labels, outputs, inputs):
+        logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, K]
+        weights = labels["label_weights"]
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels["label_ids"], logits)
+        hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                                labels["label_ids"]), tf.float32)
+        return {"loss_sum": tf.reduce_sum(losses * weights),
+                "correct": tf.reduce_sum(hits * weights), "count": tf.reduce_sum(weights),
+                "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))}
+
+    def compute_loss(self, labels, outputs, inputs, denominators):
+        sums = self.metric_sums(labels, outputs, inputs)
+        return sums["loss_sum"] / tf.maximum(denominators["words"], 1.0), sums
+
+    def word_labels(self, source, logits):
+        """One predicted tag per original word of every sentence of `source`."""
+        predicted = np.argmax(logits, axis=-1)  # [N, S]
+        result = []
+        for i, positions in enumerate(self._word_positions[source]):
+            result.append([LABELS[predicted[i, p]] if p >= 0 else OUTSIDE for p in positions])
+        return result
+
+    def evaluate_outputs(self, source, outputs, output_dir=None):
+        sentences = self.sentences(source)
+        predicted = self.word_labels(source, outputs["logits"])
+        scores = conll_metrics.evaluate([list(s.labels) for s in sentences], predicted)
+        metrics = {key: scores[key] for key in ("f1", "precision", "recall", "accuracy")}
+        if output_dir:
+            self.write_predictions(source, predicted, output_dir)
+            name = source_name(source)
+            with open(output_path(output_dir, f"metrics_{name}.json"), "w") as f:
+                json.dump(scores, f, indent=2)
+        return metrics
+
+    def write_predictions(self, source, predicted, output_dir):
+        """`word gold predicted` lines (conlleval's input) for the sentences of `source`."""
+        name = source_name(source)
+        path = output_path(output_dir, f"predictions_{name}.txt")
+        conll2003.write_predictions(path, self.sentences(source), predicted)
+        return path
+
+    def export_info(self):
+        info = super().export_info()
+        info["label_names"] = list(LABELS)
+        return info

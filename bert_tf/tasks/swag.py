@@ -1,0 +1,163 @@
+"""SWAG: pick the right ending among four (multiple choice).
+
+As in the BERT paper (section 4.4): each example becomes four sequences
+`[CLS] context [SEP] start_phrase ending_i [SEP]`; a dense layer on each
+pooled output gives one score, and a softmax over the four is trained with
+cross-entropy. Tokenization and packing run in the input pipeline.
+
+Shapes: B examples, C choices (4), S sequence length.
+"""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.data import swag as swag_data
+from bert_tf.models.bert_multiple_choice import BertMultipleChoice
+from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningModelConfig,
+                                      FinetuningTask, output_path, source_name)
+from bert_tf.training.optimizers import OptimizerConfig
+from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+
+NUM_CHOICES = 4
+
+
+@dataclasses.dataclass
+class SwagDataConfig(FinetuningDataConfig):
+    """SWAG files: the official CSVs (train.csv, val.csv) or JSON lines."""
+
+    train_file: str = ""
+    eval_file: str = ""
+
+
+@dataclasses.dataclass
+class SwagExperiment:
+    """A SWAG fine-tuning run."""
+
+    task: str = "swag"
+    model: FinetuningModelConfig = dataclasses.field(default_factory=FinetuningModelConfig)
+    data: SwagDataConfig = dataclasses.field(default_factory=SwagDataConfig)
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+
+class SwagTask(FinetuningTask):
+    """Fine-tunes a `BertMultipleChoice` on SWAG; scores accuracy."""
+
+    config_class = SwagExperiment
+    name = "swag"
+    kind = "multiple_choice"
+
+    def __init__(self, experiment):
+        super().__init__(experiment)
+        self._examples = {}
+
+    def validate(self):
+        for key in ("train_file", "eval_file"):
+            if not getattr(self.data, key):
+                raise ValueError(f"data.{key} is not set: give SWAG's official CSV "
+                                 "(train.csv / val.csv) or a JSON-lines file")
+        super().validate()
+
+    def _task_model(self, encoder):
+        return BertMultipleChoice(encoder, num_choices=NUM_CHOICES,
+                                  dropout=self.model_config.head_dropout)
+
+    # -- data ------------------------------------------------------------------
+
+    @property
+    def eval_sources(self):
+        return (self.data.eval_file,)
+
+    def examples(self, source):
+        """The examples of `source` ("train" or a file), cached and cut to max_*_examples."""
+        if source not in self._examples:
+            examples = swag_data.read_swag(self.data.train_file if source == "train" else source)
+            self._examples[source] = self.limit(examples, source)
+        return self._examples[source]
+
+    def _make_table(self, examples):
+        endings = [[f"{e.start_phrase} {ending}".strip() for ending in e.endings]
+                   for e in examples]
+        return {
+            "index": np.arange(len(examples), dtype=np.int64),
+            "context": np.array([e.context for e in examples], dtype=object),
+            "endings": np.array(endings, dtype=object).reshape(len(examples), NUM_CHOICES),
+            # Unlabelled (test) examples get label 0; their accuracy is not reported.
+            "label": np.array([0 if e.label is None else e.label for e in examples], np.int32),
+        }
+
+    def _train_table(self):
+        return self._make_table(self.examples("train"))
+
+    def _eval_table(self, source):
+        return self._make_table(self.examples(source))
+
+    def make_batch(self, table, indices):
+        contexts = tf.repeat(tf.gather(table["context"], indices), NUM_CHOICES)  # [B * C]
+        endings = tf.reshape(tf.gather(table["endings"], indices), [-1])  # [B * C]
+        packed = self.packer()([self.tokenizer.tokenize(contexts),
+                                self.tokenizer.tokenize(endings)])
+        length = self.data.max_seq_length
+        # [B * C, S] -> [B, C, S]: the model scores the choices of an example together.
+        inputs = {key: tf.reshape(value, [-1, NUM_CHOICES, length])
+                  for key, value in packed.items()}
+        return self._finish_batch(inputs, {"label": tf.gather(table["label"], indices)})
+
+    # -- loss and metrics ------------------------------------------------------
+
+    def loss_denominators(self, labels):
+        return {"examples": self.example_count(labels, "label")}
+
+    @property
+    def sum_keys(self):
+        return ("loss_sum", "correct", "count", "tokens")
+
+    def metric_sums(self, labels, outputs, inputs):
+        logits = tf.cast(outputs["logits"], tf.float32)  # [B, C]
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels["label"], logits)
+        hits = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels["label"])
+        return {"loss_sum": tf.reduce_sum(losses),
+                "correct": tf.reduce_sum(tf.cast(hits, tf.float32)),
+                "count": self.example_count(labels, "label"),
+                "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))}
+
+    def compute_loss(self, labels, outputs, inputs, denominators):
+        sums = self.metric_sums(labels, outputs, inputs)
+        return sums["loss_sum"] / tf.maximum(denominators["examples"], 1.0), sums
+
+    def evaluate_outputs(self, source, outputs, output_dir=None):
+        examples = self.examples(source)
+        predicted = np.argmax(outputs["logits"], axis=-1)
+        labelled = [i for i, e in enumerate(examples) if e.label is not None]
+        metrics = {}
+        if labelled:
+            gold = np.array([examples[i].label for i in labelled])
+            metrics["accuracy"] = float(np.mean(predicted[labelled] == gold))
+        if output_dir:
+            self.write_predictions(source, outputs["logits"], output_dir)
+            name = source_name(source)
+            with open(output_path(output_dir, f"metrics_{name}.json"), "w") as f:
+                json.dump(metrics, f, indent=2)
+        return metrics
+
+    def write_predictions(self, source, logits, output_dir):
+        """`predictions_<file>.jsonl`: id, predicted ending and the four probabilities."""
+        probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+        path = output_path(output_dir, f"predictions_{source_name(source)}.jsonl")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            for example, row in zip(self.examples(source), probabilities):
+                f.write(json.dumps({"example_id": example.example_id,
+                                    "prediction": int(np.argmax(row)),
+                                    "probabilities": [round(float(p), 6) for p in row]}) + "\n")
+        os.replace(path + ".tmp", path)
+        return path
+
+    def export_info(self):
+        info = super().export_info()
+        info["num_choices"] = NUM_CHOICES
+        return info
