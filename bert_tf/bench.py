@@ -15,6 +15,8 @@ BENCHMARKS = {
                  "dynamic pretraining pipeline, tokens/s and sequences/s"),
     "train": ("bert_tf.benchmarks.train",
               "pretraining train step vs Model Garden BertPretrainerV2, sequences/s"),
+    "serve": ("bert_tf.benchmarks.serve",
+              "raw-text classifier SavedModel vs Model Garden, texts/s and latency"),
 }
 
 

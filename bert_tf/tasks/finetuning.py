@@ -29,10 +29,13 @@ import tensorflow as tf
 from bert_tf.checkpoints import assign, loading, native, weight_map
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.encoder_config import EncoderConfig
-from bert_tf.tasks.pretraining import encoder_config_differences
+from bert_tf.tasks.pretraining import (check_data_fits_encoder, check_encoder_fits,
+                                      encoder_config_differences)
 from bert_tf.text import tokenizer_contract
 from bert_tf.text.segment_packer import SegmentPacker
 from bert_tf.text.tokenizer import BertTokenizer
+from bert_tf.training.optimizers import OptimizerConfig
+from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
 
 # Sequence lengths after dynamic padding are rounded up to a multiple of
 # this, so the kernels see a handful of shapes instead of every length.
@@ -69,6 +72,26 @@ class FinetuningDataConfig:
     seed: int = 0
 
 
+def experiment_class(name, task_name, data_class, doc):
+    """The experiment dataclass of a fine-tuning task: one YAML file in `configs/finetune/`.
+
+    Sections: `task` (the task's registered name), `model`, `data`
+    (`data_class`), `optimizer`, `trainer` and `runtime`.
+    """
+    field = dataclasses.field
+    cls = dataclasses.make_dataclass(name, [
+        ("task", str, field(default=task_name)),
+        ("model", FinetuningModelConfig, field(default_factory=FinetuningModelConfig)),
+        ("data", data_class, field(default_factory=data_class)),
+        ("optimizer", OptimizerConfig, field(default_factory=OptimizerConfig)),
+        ("trainer", TrainerConfig, field(default_factory=TrainerConfig)),
+        ("runtime", RuntimeConfig, field(default_factory=RuntimeConfig)),
+    ])
+    cls.__doc__ = doc
+    cls.__module__ = data_class.__module__
+    return cls
+
+
 def trim_padding(inputs, sequence_keys, multiple=PAD_TO_MULTIPLE):
     """Cuts the last axis of `sequence_keys` to the batch's longest sequence.
 
@@ -94,11 +117,10 @@ def _pad_sequence_axis(arrays, width):
 class FinetuningTask:
     """Base of the fine-tuning tasks; subclasses define the model, the batches and the metric.
 
-    Subclasses set `config_class`, `name`, `kind` (the export kind) and
-    implement `_task_model(encoder)`, `num_train_examples`,
-    `_train_table()`, `_eval_table(source)`, `make_batch(table, indices)`,
-    `compute_loss`, `metric_sums`, `sum_keys`, `evaluate_outputs` and
-    `export_info`.
+    Subclasses set `config_class`, `name` and `kind` (the export kind) and
+    implement `_task_model(encoder)`, `_train_table()`, `_eval_table(source)`,
+    `make_batch(table, indices)`, `metric_sums` and `evaluate_outputs`
+    (and extend `export_info`).
     """
 
     config_class = None
@@ -174,16 +196,7 @@ class FinetuningTask:
         if encoder is None or not data.vocab_file or data.lower_case is None:
             raise ValueError("model.encoder, data.vocab_file and data.lower_case must be "
                              "resolved first (give --init_checkpoint)")
-        contract = tokenizer_contract.contract_from_vocab(data.vocab_file, data.lower_case)
-        if contract["vocab_size"] != encoder.vocab_size:
-            raise ValueError(
-                f"data.vocab_file {data.vocab_file} has {contract['vocab_size']} tokens but "
-                f"model.encoder.vocab_size is {encoder.vocab_size}")
-        if data.max_seq_length > encoder.max_position_embeddings:
-            raise ValueError(
-                f"data.max_seq_length ({data.max_seq_length}) exceeds "
-                f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
-        self.tokenizer_contract = contract
+        self.tokenizer_contract = check_data_fits_encoder(data, encoder)
         # Built here, eagerly: its tables must not be created inside the
         # first tf.data function that happens to use it.
         self._tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
@@ -221,13 +234,7 @@ class FinetuningTask:
         """
         result = loading.load(path, "encoder", vocab_file=self.data.vocab_file,
                               lower_case=self.data.lower_case)
-        differences = encoder_config_differences(result.model.encoder_config,
-                                                 model.encoder.encoder_config)
-        if differences:
-            listed = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}"
-                               for k, (a, b) in differences.items())
-            raise assign.CheckpointMismatchError(
-                f"--init_checkpoint {path} does not fit model.encoder ({listed})")
+        check_encoder_fits(result.model.encoder_config, model.encoder.encoder_config, path)
         arrays = {slot.name: slot.variable.numpy()
                   for slot in weight_map.encoder_slots(result.model)}
         loaded = assign.assign_to_slots(weight_map.encoder_slots(model.encoder), arrays,
@@ -350,11 +357,35 @@ class FinetuningTask:
     def evaluate_outputs(self, source, outputs, output_dir=None):
         raise NotImplementedError
 
-    # -- loss helpers ----------------------------------------------------------
+    # -- loss and metrics --------------------------------------------------------
+
+    # `metric_sums` returns these: the summed loss, the hits of the training
+    # accuracy, what both are averaged over, and the real (unpadded) tokens.
+    sum_keys = ("loss_sum", "correct", "count", "tokens")
+
+    def loss_count(self, labels):
+        """What this replica's loss is averaged over (examples; scored words for NER)."""
+        return self.example_count(labels, next(iter(labels)))
+
+    def loss_denominators(self, labels):
+        """This replica's share of the normaliser; the trainer sums it over replicas."""
+        return {"count": self.loss_count(labels)}
+
+    def compute_loss(self, labels, outputs, inputs, denominators):
+        """(this replica's share of the global mean loss, metric sums)."""
+        sums = self.metric_sums(labels, outputs, inputs)
+        return sums["loss_sum"] / tf.maximum(denominators["count"], 1.0), sums
+
+    def metric_sums(self, labels, outputs, inputs):
+        raise NotImplementedError
 
     @staticmethod
     def example_count(labels, key):
         return tf.cast(tf.shape(labels[key])[0], tf.float32)
+
+    @staticmethod
+    def token_count(inputs):
+        return tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
 
     @staticmethod
     def metrics(sums):

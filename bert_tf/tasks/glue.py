@@ -15,10 +15,8 @@ from bert_tf import shared_data
 from bert_tf.data import glue as glue_data
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.tasks import glue_metrics
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningModelConfig,
-                                      FinetuningTask, output_path)
-from bert_tf.training.optimizers import OptimizerConfig
-from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
+                                      experiment_class, output_path)
 
 
 @dataclasses.dataclass
@@ -32,16 +30,8 @@ class GlueDataConfig(FinetuningDataConfig):
     data_dir: str = ""
 
 
-@dataclasses.dataclass
-class GlueExperiment:
-    """A GLUE fine-tuning run: one YAML file in `configs/finetune/`."""
-
-    task: str = "glue"
-    model: FinetuningModelConfig = dataclasses.field(default_factory=FinetuningModelConfig)
-    data: GlueDataConfig = dataclasses.field(default_factory=GlueDataConfig)
-    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+GlueExperiment = experiment_class("GlueExperiment", "glue", GlueDataConfig,
+                                  "A GLUE fine-tuning run: one YAML file in configs/finetune/.")
 
 
 class GlueTask(FinetuningTask):
@@ -114,13 +104,6 @@ class GlueTask(FinetuningTask):
 
     # -- loss and metrics ------------------------------------------------------
 
-    def loss_denominators(self, labels):
-        return {"examples": self.example_count(labels, "label")}
-
-    @property
-    def sum_keys(self):
-        return ("loss_sum", "correct", "count", "tokens")
-
     def metric_sums(self, labels, outputs, inputs):
         logits = tf.cast(outputs["logits"], tf.float32)  # [B, classes]
         if self.spec.is_regression:
@@ -133,12 +116,7 @@ class GlueTask(FinetuningTask):
             hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                     labels["label"]), tf.float32)
         return {"loss_sum": tf.reduce_sum(losses), "correct": tf.reduce_sum(hits),
-                "count": self.example_count(labels, "label"),
-                "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))}
-
-    def compute_loss(self, labels, outputs, inputs, denominators):
-        sums = self.metric_sums(labels, outputs, inputs)
-        return sums["loss_sum"] / tf.maximum(denominators["examples"], 1.0), sums
+                "count": self.example_count(labels, "label"), "tokens": self.token_count(inputs)}
 
     def predictions(self, outputs):
         """Label ids (or scores for STS-B) from the model's logits."""

@@ -20,10 +20,8 @@ from bert_tf import shared_data
 from bert_tf.data import conll2003
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.tasks import conll_metrics
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningModelConfig,
-                                      FinetuningTask, output_path, source_name)
-from bert_tf.training.optimizers import OptimizerConfig
-from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
+                                      experiment_class, output_path, source_name)
 
 LABELS = conll2003.CONLL_LABELS
 OUTSIDE = "O"
@@ -38,16 +36,8 @@ class NerDataConfig(FinetuningDataConfig):
     eval_files: list[str] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass
-class NerExperiment:
-    """A CoNLL-2003 NER fine-tuning run."""
-
-    task: str = "ner"
-    model: FinetuningModelConfig = dataclasses.field(default_factory=FinetuningModelConfig)
-    data: NerDataConfig = dataclasses.field(default_factory=NerDataConfig)
-    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+NerExperiment = experiment_class("NerExperiment", "ner", NerDataConfig,
+                                 "A CoNLL-2003 NER fine-tuning run.")
 
 
 @dataclasses.dataclass
@@ -154,12 +144,9 @@ class NerTask(FinetuningTask):
 
     # -- loss and metrics ------------------------------------------------------
 
-    def loss_denominators(self, labels):
-        return {"words": tf.reduce_sum(labels["label_weights"])}
-
-    @property
-    def sum_keys(self):
-        return ("loss_sum", "correct", "count", "tokens")
+    def loss_count(self, labels):
+        # The loss is a mean over the scored words of the global batch.
+        return tf.reduce_sum(labels["label_weights"])
 
     def metric_sums(self, labels, outputs, inputs):
         logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, K]
@@ -169,11 +156,7 @@ class NerTask(FinetuningTask):
                                 labels["label_ids"]), tf.float32)
         return {"loss_sum": tf.reduce_sum(losses * weights),
                 "correct": tf.reduce_sum(hits * weights), "count": tf.reduce_sum(weights),
-                "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))}
-
-    def compute_loss(self, labels, outputs, inputs, denominators):
-        sums = self.metric_sums(labels, outputs, inputs)
-        return sums["loss_sum"] / tf.maximum(denominators["words"], 1.0), sums
+                "tokens": self.token_count(inputs)}
 
     def word_labels(self, source, logits):
         """One predicted tag per original word of every sentence of `source`."""

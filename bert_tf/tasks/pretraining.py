@@ -80,6 +80,30 @@ def encoder_config_differences(old, new, ignore=REGULARISATION_FIELDS):
             if key not in ignore and old.get(key) != new.get(key)}
 
 
+def check_data_fits_encoder(data, encoder):
+    """The tokenizer contract of `data.vocab_file`; errors naming the keys that disagree."""
+    contract = tokenizer_contract.contract_from_vocab(data.vocab_file, data.lower_case)
+    if contract["vocab_size"] != encoder.vocab_size:
+        raise ValueError(
+            f"data.vocab_file {data.vocab_file} has {contract['vocab_size']} tokens but "
+            f"model.encoder.vocab_size is {encoder.vocab_size}")
+    if data.max_seq_length > encoder.max_position_embeddings:
+        raise ValueError(
+            f"data.max_seq_length ({data.max_seq_length}) exceeds "
+            f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
+    return contract
+
+
+def check_encoder_fits(checkpoint_config, model_config, path):
+    """Raises `CheckpointMismatchError` listing the encoder fields that differ."""
+    differences = encoder_config_differences(checkpoint_config, model_config)
+    if differences:
+        listed = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}"
+                           for k, (a, b) in differences.items())
+        raise assign.CheckpointMismatchError(
+            f"--init_checkpoint {path} does not fit model.encoder ({listed})")
+
+
 class PretrainingTask:
     """Masked LM (+ NSP) pretraining from raw text, tokenized in the input pipeline."""
 
@@ -101,15 +125,7 @@ class PretrainingTask:
                              "--set 'data.train_files=[path/*.txt]'")
         if not data.vocab_file:
             raise ValueError("data.vocab_file is not set")
-        contract = tokenizer_contract.contract_from_vocab(data.vocab_file, data.lower_case)
-        if contract["vocab_size"] != encoder.vocab_size:
-            raise ValueError(
-                f"data.vocab_file {data.vocab_file} has {contract['vocab_size']} tokens but "
-                f"model.encoder.vocab_size is {encoder.vocab_size}")
-        if data.max_seq_length > encoder.max_position_embeddings:
-            raise ValueError(
-                f"data.max_seq_length ({data.max_seq_length}) exceeds "
-                f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
+        contract = check_data_fits_encoder(data, encoder)
         if not data.eval_files and data.eval_holdout_every == 1:
             raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
         self.tokenizer_contract = contract
@@ -138,13 +154,8 @@ class PretrainingTask:
         """
         result = loading.load(path, "pretrainer", use_nsp=self.model_config.use_nsp,
                               vocab_file=self.data.vocab_file, lower_case=self.data.lower_case)
-        differences = encoder_config_differences(result.model.encoder.encoder_config,
-                                                 model.encoder.encoder_config)
-        if differences:
-            listed = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}"
-                               for k, (a, b) in differences.items())
-            raise assign.CheckpointMismatchError(
-                f"--init_checkpoint {path} does not fit model.encoder ({listed})")
+        check_encoder_fits(result.model.encoder.encoder_config, model.encoder.encoder_config,
+                           path)
         arrays = {slot.name: slot.variable.numpy()
                   for slot in weight_map.model_slots(result.model)}
         loaded = assign.assign_to_slots(weight_map.model_slots(model), arrays,

@@ -19,10 +19,8 @@ import tensorflow as tf
 from bert_tf.data import squad as squad_data
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.tasks import squad_metrics, squad_postprocess
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningModelConfig,
-                                      FinetuningTask, output_path, source_name)
-from bert_tf.training.optimizers import OptimizerConfig
-from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
+                                      experiment_class, output_path, source_name)
 
 ARTICLE_SELECTIONS = ("all", "even", "odd")
 
@@ -53,16 +51,8 @@ class SquadDataConfig(FinetuningDataConfig):
                                  f"got {getattr(self, key)!r}")
 
 
-@dataclasses.dataclass
-class SquadExperiment:
-    """A SQuAD fine-tuning run."""
-
-    task: str = "squad"
-    model: FinetuningModelConfig = dataclasses.field(default_factory=FinetuningModelConfig)
-    data: SquadDataConfig = dataclasses.field(default_factory=SquadDataConfig)
-    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+SquadExperiment = experiment_class("SquadExperiment", "squad", SquadDataConfig,
+                                   "A SQuAD fine-tuning run.")
 
 
 def _article_filter(selection):
@@ -149,13 +139,6 @@ class SquadTask(FinetuningTask):
 
     # -- loss and metrics ------------------------------------------------------
 
-    def loss_denominators(self, labels):
-        return {"windows": self.example_count(labels, "start_positions")}
-
-    @property
-    def sum_keys(self):
-        return ("loss_sum", "correct", "count", "tokens")
-
     def metric_sums(self, labels, outputs, inputs):
         sums = {"loss_sum": 0.0, "correct": 1.0}
         for side in ("start", "end"):
@@ -169,12 +152,8 @@ class SquadTask(FinetuningTask):
                 tf.equal(tf.argmax(logits, -1, output_type=tf.int32), gold), tf.float32)
         sums["correct"] = tf.reduce_sum(sums["correct"])
         sums["count"] = self.example_count(labels, "start_positions")
-        sums["tokens"] = tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
+        sums["tokens"] = self.token_count(inputs)
         return sums
-
-    def compute_loss(self, labels, outputs, inputs, denominators):
-        sums = self.metric_sums(labels, outputs, inputs)
-        return sums["loss_sum"] / tf.maximum(denominators["windows"], 1.0), sums
 
     def answers(self, source, outputs):
         """(predictions, n-best lists, null odds) for every question of `source`."""

@@ -17,10 +17,8 @@ import tensorflow as tf
 
 from bert_tf.data import swag as swag_data
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningModelConfig,
-                                      FinetuningTask, output_path, source_name)
-from bert_tf.training.optimizers import OptimizerConfig
-from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
+from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
+                                      experiment_class, output_path, source_name)
 
 NUM_CHOICES = 4
 
@@ -33,16 +31,8 @@ class SwagDataConfig(FinetuningDataConfig):
     eval_file: str = ""
 
 
-@dataclasses.dataclass
-class SwagExperiment:
-    """A SWAG fine-tuning run."""
-
-    task: str = "swag"
-    model: FinetuningModelConfig = dataclasses.field(default_factory=FinetuningModelConfig)
-    data: SwagDataConfig = dataclasses.field(default_factory=SwagDataConfig)
-    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+SwagExperiment = experiment_class("SwagExperiment", "swag", SwagDataConfig,
+                                  "A SWAG fine-tuning run.")
 
 
 class SwagTask(FinetuningTask):
@@ -110,25 +100,13 @@ class SwagTask(FinetuningTask):
 
     # -- loss and metrics ------------------------------------------------------
 
-    def loss_denominators(self, labels):
-        return {"examples": self.example_count(labels, "label")}
-
-    @property
-    def sum_keys(self):
-        return ("loss_sum", "correct", "count", "tokens")
-
     def metric_sums(self, labels, outputs, inputs):
         logits = tf.cast(outputs["logits"], tf.float32)  # [B, C]
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels["label"], logits)
         hits = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels["label"])
         return {"loss_sum": tf.reduce_sum(losses),
                 "correct": tf.reduce_sum(tf.cast(hits, tf.float32)),
-                "count": self.example_count(labels, "label"),
-                "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))}
-
-    def compute_loss(self, labels, outputs, inputs, denominators):
-        sums = self.metric_sums(labels, outputs, inputs)
-        return sums["loss_sum"] / tf.maximum(denominators["examples"], 1.0), sums
+                "count": self.example_count(labels, "label"), "tokens": self.token_count(inputs)}
 
     def evaluate_outputs(self, source, outputs, output_dir=None):
         examples = self.examples(source)

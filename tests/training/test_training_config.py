@@ -109,3 +109,52 @@ def test_weight_decay_skips_layer_norm_and_biases(name):
             np.testing.assert_allclose(variable.numpy(), before[variable.path] * (1 - 0.1 * 0.5))
         else:
             np.testing.assert_array_equal(variable.numpy(), before[variable.path])
+
+
+FINETUNE = os.path.join(REPO, "configs", "finetune")
+FINETUNE_CONFIGS = {
+    # name: (task, expected data section values)
+    **{f"glue_{name}": ("glue", {"task_name": name}) for name in
+       ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")},
+    "squad_v1": ("squad", {"version_2_with_negative": False, "max_seq_length": 384,
+                           "doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
+                           "max_answer_length": 30}),
+    "squad_v2": ("squad", {"version_2_with_negative": True, "max_seq_length": 384}),
+    "ner_conll2003": ("ner", {"max_seq_length": 128}),
+    "swag": ("swag", {"max_seq_length": 128}),
+}
+
+
+def test_every_finetune_config_is_listed():
+    names = {os.path.basename(p)[:-5] for p in glob.glob(os.path.join(FINETUNE, "*.yaml"))}
+    assert names == set(FINETUNE_CONFIGS)
+
+
+@pytest.mark.parametrize("name", sorted(FINETUNE_CONFIGS))
+def test_finetune_configs_have_the_paper_recipe(name):
+    task, data_values = FINETUNE_CONFIGS[name]
+    task_class, experiment = tasks.load_experiment(os.path.join(FINETUNE, f"{name}.yaml"))
+    assert task_class.name == task
+    for key, value in data_values.items():
+        assert getattr(experiment.data, key) == value, key
+    # Appendix A.3: batch 16 or 32 (SQuAD v2.0: 48, SWAG: 16), lr in
+    # {5e-5, 3e-5, 2e-5}, 2 to 4 epochs, 10 % warmup, dropout 0.1 (the
+    # encoder's, taken from the checkpoint), Adam with weight decay 0.01.
+    assert experiment.trainer.global_batch_size in (16, 32, 48)
+    assert experiment.optimizer.learning_rate in (5e-5, 3e-5, 2e-5)
+    assert 2 <= experiment.trainer.train_epochs <= 4
+    assert experiment.optimizer.warmup_proportion == 0.1
+    assert experiment.optimizer.warmup_steps == 0
+    assert experiment.optimizer.weight_decay == 0.01
+    assert experiment.model.encoder is None and experiment.model.head_dropout is None
+
+
+def test_warmup_proportion_is_a_fraction_of_the_run():
+    config = optimizers.OptimizerConfig(learning_rate=1e-3, warmup_steps=0,
+                                        warmup_proportion=0.1)
+    schedule = optimizers.learning_rate_schedule(config, train_steps=200)
+    assert schedule.warmup_steps == 20
+    np.testing.assert_allclose(float(schedule(19)), 1e-3, rtol=1e-6)
+    np.testing.assert_allclose(float(schedule(100)), 1e-3 * (1 - 100 / 200), rtol=1e-6)
+    with pytest.raises(ValueError, match="warmup_steps .* and optimizer.warmup_proportion"):
+        optimizers.OptimizerConfig(warmup_steps=10, warmup_proportion=0.1)

@@ -1,0 +1,54 @@
+"""Numbered SavedModel versions under a model's export base, written atomically.
+
+TF Serving watches `EXPORTS/NAME/` and serves the highest numeric
+subdirectory. A version is written into a hidden, non-numeric temporary
+directory next to it and renamed into place, so the server never sees a
+half-written version and a crash leaves only a temporary directory behind.
+"""
+
+import contextlib
+import os
+import shutil
+import uuid
+
+
+def existing_versions(export_base):
+    """The integer versions present under `export_base`, sorted."""
+    if not os.path.isdir(export_base):
+        return []
+    return sorted(int(name) for name in os.listdir(export_base)
+                  if name.isdigit() and os.path.isdir(os.path.join(export_base, name)))
+
+
+def next_version(export_base):
+    """One more than the highest existing version (1 for a new base)."""
+    versions = existing_versions(export_base)
+    return versions[-1] + 1 if versions else 1
+
+
+@contextlib.contextmanager
+def atomic_version_dir(export_base, version=None):
+    """Yields (temporary dir, final path); renames on success, removes on error.
+
+    Raises:
+      ValueError: `version` is not a positive integer.
+      FileExistsError: the version already exists (it is left untouched).
+    """
+    if version is None:
+        version = next_version(export_base)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"export version must be a positive integer, got {version!r}")
+    final = os.path.join(export_base, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(
+            f"export version {final} already exists; pick another --version or remove it")
+    os.makedirs(export_base, exist_ok=True)
+    temporary = os.path.join(export_base, f".tmp-{version}-{uuid.uuid4().hex}")
+    try:
+        yield temporary, final
+        if os.path.exists(final):  # another writer won the race
+            raise FileExistsError(f"export version {final} appeared while exporting")
+        os.rename(temporary, final)
+    finally:
+        if os.path.exists(temporary):
+            shutil.rmtree(temporary)
