@@ -193,6 +193,18 @@ def test_glue_train_evaluate_predict(tiny_checkpoint, tmp_path, shared_file):
 
     metrics = run_model.run(str(model_dir))
     assert set(metrics) == {"accuracy"} and 0.0 <= metrics["accuracy"] <= 1.0
+
+    # The run's model_dir exports as is; the export's logits on raw text are
+    # the trained model's on the task's own batches.
+    from bert_tf.export import export_model_dir, load_export
+
+    exported = load_export(export_model_dir(str(model_dir), str(tmp_path / "exports")))
+    task, model, _ = run_model.load_run(str(model_dir))
+    inputs, _ = task.make_batch(task._graph_table(task._table("dev")),
+                                tf.range(4, dtype=tf.int64))
+    expected = model(inputs, training=False)["logits"].numpy()
+    texts = [example.text_a for example in task._examples("dev")[:4]]
+    np.testing.assert_allclose(exported.predict(texts)["logits"], expected, atol=1e-5)
     out = tmp_path / "predictions"
     run_model.run(str(model_dir), ["test"], str(out))
     with open(out / "SST-2.tsv", newline="") as f:
