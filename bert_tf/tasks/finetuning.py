@@ -357,6 +357,17 @@ class FinetuningTask:
     def evaluate_outputs(self, source, outputs, output_dir=None):
         raise NotImplementedError
 
+    # The key of `evaluate_model`'s result that model selection maximises.
+    main_metric_name = "accuracy"
+
+    @property
+    def main_metric(self):
+        """`main_metric_name`, prefixed with the first source when several are evaluated."""
+        sources = self.eval_sources
+        if len(sources) > 1:
+            return f"{source_name(sources[0])}/{self.main_metric_name}"
+        return self.main_metric_name
+
     # -- loss and metrics --------------------------------------------------------
 
     # `metric_sums` returns these: the summed loss, the hits of the training

@@ -68,6 +68,10 @@ class GlueTask(FinetuningTask):
     def eval_sources(self):
         return self.spec.eval_splits
 
+    @property
+    def main_metric_name(self):
+        return self.spec.metric_names[0]
+
     def _examples(self, split):
         return self.limit(glue_data.read_examples(self.data.task_name, split, self.data_dir),
                           split)

@@ -91,6 +91,7 @@ class NerTask(FinetuningTask):
     config_class = NerExperiment
     name = "ner"
     kind = "token_classifier"
+    main_metric_name = "f1"
     sequence_outputs = ("logits",)
     sequence_labels = ("label_ids", "label_weights")
 

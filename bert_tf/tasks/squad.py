@@ -66,6 +66,7 @@ class SquadTask(FinetuningTask):
     config_class = SquadExperiment
     name = "squad"
     kind = "span_labeler"
+    main_metric_name = "f1"
     sequence_outputs = ("start_logits", "end_logits")
 
     def __init__(self, experiment):

@@ -16,6 +16,7 @@ this module runs it:
 import contextlib
 import dataclasses
 import hashlib
+import json
 import logging
 import math
 import os
@@ -39,6 +40,7 @@ from bert_tf.training.summaries import SummaryWriters, drop_events_after
 from bert_tf.training.train_step import TrainStep
 
 PARAMS_FILE = "params.yaml"
+EVAL_RESULTS_FILE = "eval_results.json"
 # Exit code after a multi-worker preemption save (TensorFlow's convention).
 PREEMPTION_EXIT_CODE = 42
 
@@ -322,6 +324,15 @@ class Trainer:
             writers.scalars(writers.eval, step, metrics)
         return metrics
 
+    def _write_eval_results(self, step, metrics):
+        """`model_dir/eval_results.json`: the newest evaluation (what sweeps compare)."""
+        if not (self.chief and metrics):
+            return
+        path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"step": step, "metrics": metrics}, f, indent=2, sort_keys=True)
+        os.replace(path + ".tmp", path)
+
     def _roll_back(self, reason):
         latest = self.checkpoint.restore_latest()
         where = (f"rolled back to {latest} (step {int(self.step.numpy())})" if latest
@@ -385,6 +396,7 @@ class Trainer:
                             self._roll_back(str(e))
                 if (config.eval_every and step % config.eval_every == 0) or step == config.train_steps:
                     eval_metrics = self.evaluate(writers) or eval_metrics
+                    self._write_eval_results(step, eval_metrics)
                 if preemption:
                     preemption.save_checkpoint_if_preempted(checkpoint_number=step)
                 if stop:

@@ -1,0 +1,133 @@
+"""`python -m bert_tf.sweep`: the paper's fine-tuning grid, keeping the best dev score.
+
+    python -m bert_tf.sweep --config configs/finetune/glue_mrpc.yaml --init_checkpoint CKPT \\
+        --model_dir runs/mrpc_sweep [--learning_rates 5e-5,3e-5,2e-5] [--epochs 2,3,4] \\
+        [--set a.b=value ...]
+
+As in the BERT paper (section 4.1, appendix A.3), one fine-tuning run per
+learning rate and epoch count, each in `model_dir/lr<lr>_epochs<n>/`; the
+run with the best main dev metric (GLUE: the task's official metric first;
+SQuAD and NER: F1; SWAG: accuracy) wins. Runs execute one after another as
+`python -m bert_tf.train` processes; running the command again skips the
+finished runs and resumes an interrupted one. `model_dir/sweep_results.json`
+lists every run's metrics and names the best.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.sweep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--init_checkpoint", required=True)
+    parser.add_argument("--model_dir", required=True, help="one sub-directory per run")
+    parser.add_argument("--learning_rates", default="5e-5,3e-5,2e-5")
+    parser.add_argument("--epochs", default="2,3,4")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="applied to every run")
+    return parser.parse_args(argv)
+
+
+def _numbers(text, flag, kind):
+    try:
+        values = [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated numbers, got {text!r}") from None
+    if not values or any(value <= 0 for value in values):
+        raise ValueError(f"{flag} must list positive numbers, got {text!r}")
+    return values
+
+
+def run_name(learning_rate, epochs):
+    return f"lr{learning_rate:g}_epochs{epochs:g}"
+
+
+def _finished_results(run_dir):
+    """The run's final `eval_results.json` when it reached its last step, else None."""
+    from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
+
+    results_path = os.path.join(run_dir, EVAL_RESULTS_FILE)
+    params_path = os.path.join(run_dir, PARAMS_FILE)
+    if not (os.path.isfile(results_path) and os.path.isfile(params_path)):
+        return None
+    with open(params_path) as f:
+        train_steps = yaml.safe_load(f)["trainer"]["train_steps"]
+    with open(results_path) as f:
+        results = json.load(f)
+    return results if results["step"] == train_steps else None
+
+
+def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=()):
+    """Runs the grid; returns the summary written to `model_dir/sweep_results.json`."""
+    from bert_tf import tasks
+
+    task_class, experiment = tasks.load_experiment(config, list(overrides))
+    main_metric = task_class(experiment).main_metric
+    runs = []
+    for learning_rate in learning_rates:
+        for epoch_count in epochs:
+            name = run_name(learning_rate, epoch_count)
+            run_dir = os.path.join(model_dir, name)
+            results = _finished_results(run_dir)
+            if results is None:
+                command = [sys.executable, "-m", "bert_tf.train", "--config", config,
+                           "--model_dir", run_dir, "--init_checkpoint", init_checkpoint,
+                           "--set", f"optimizer.learning_rate={learning_rate}",
+                           "--set", f"trainer.train_epochs={epoch_count}"]
+                for override in overrides:
+                    command += ["--set", override]
+                print(f"== {name}", flush=True)
+                code = subprocess.run(command).returncode
+                if code != 0:
+                    raise RuntimeError(f"run {name} failed with exit code {code}; "
+                                       "run the same command to resume it")
+                results = _finished_results(run_dir)
+                if results is None:
+                    raise RuntimeError(f"run {name} finished without evaluation results "
+                                       f"in {run_dir}")
+            metrics = results["metrics"]
+            if main_metric not in metrics:
+                raise RuntimeError(f"run {name} reports {sorted(metrics)}, not {main_metric}")
+            runs.append({"run": name, "model_dir": run_dir, "learning_rate": learning_rate,
+                         "epochs": epoch_count, "metrics": metrics})
+    best = max(runs, key=lambda run: run["metrics"][main_metric])
+    summary = {"main_metric": main_metric, "best": best["run"],
+               "best_model_dir": best["model_dir"], "runs": runs}
+    os.makedirs(model_dir, exist_ok=True)
+    path = os.path.join(model_dir, "sweep_results.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    os.replace(path + ".tmp", path)
+    return summary
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from bert_tf import config as config_lib
+
+    try:
+        learning_rates = _numbers(args.learning_rates, "--learning_rates", float)
+        epochs = _numbers(args.epochs, "--epochs", float)
+        summary = sweep(args.config, args.init_checkpoint, args.model_dir, learning_rates,
+                        epochs, args.overrides)
+    except (config_lib.ConfigError, ValueError, RuntimeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    metric = summary["main_metric"]
+    for run in summary["runs"]:
+        marker = "  <- best" if run["run"] == summary["best"] else ""
+        print(f"{run['run']:<24} {metric} {run['metrics'][metric]:.4f}{marker}")
+    print(f"best: {summary['best_model_dir']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""`python -m bert_tf.sweep`: one run per grid point, the best dev score picked, resumable."""
+
+import json
+import os
+
+import yaml
+
+from bert_tf import sweep
+from finetune_helpers import REPO, finetune_overrides
+
+
+def test_sweep_runs_the_grid_and_keeps_the_best(tiny_checkpoint, tmp_path, shared_file,
+                                                capsys):
+    shared_file("glue", "SST-2", "train.tsv")
+    config = os.path.join(REPO, "configs", "finetune", "glue_sst2.yaml")
+    overrides = finetune_overrides(**{"data.max_train_examples": 32,
+                                      "data.max_eval_examples": 32,
+                                      "trainer.global_batch_size": 16,
+                                      "data.max_seq_length": 32})
+    # The config's learning rate override is replaced by the grid's.
+    overrides = [o for o in overrides if not o.startswith("optimizer.learning_rate")]
+    args = ["--config", config, "--init_checkpoint", tiny_checkpoint, "--model_dir",
+            str(tmp_path / "sweep"), "--learning_rates", "1e-3,1e-5", "--epochs", "1"]
+    for override in overrides:
+        args += ["--set", override]
+    assert sweep.main(args) == 0
+    summary = json.loads((tmp_path / "sweep" / "sweep_results.json").read_text())
+    assert summary["main_metric"] == "accuracy"
+    assert [run["run"] for run in summary["runs"]] == ["lr0.001_epochs1", "lr1e-05_epochs1"]
+    scores = {run["run"]: run["metrics"]["accuracy"] for run in summary["runs"]}
+    assert summary["best"] == max(scores, key=scores.get)
+    for run in summary["runs"]:
+        params = yaml.safe_load((tmp_path / "sweep" / run["run"] / "params.yaml").read_text())
+        assert float(params["optimizer"]["learning_rate"]) == run["learning_rate"]
+    # A second call finds both runs finished and trains nothing.
+    capsys.readouterr()
+    assert sweep.main(args) == 0
+    assert "==" not in capsys.readouterr().out
