@@ -426,9 +426,16 @@ def restore_trained_model(task, model_dir, dtype=None):
     return model, prefix
 
 
+# Extensions dropped from a file's name in metric names and output files
+# (CoNLL's eng.testa / eng.testb keep theirs: it is what tells them apart).
+_DATA_EXTENSIONS = (".json", ".jsonl", ".csv", ".tsv", ".txt")
+
+
 def source_name(source):
-    """A short name for an evaluation source: a split name, or a file's name without extension."""
-    return os.path.splitext(os.path.basename(source))[0] if os.sep in source else source
+    """A short name for an evaluation source: a split name, or a file's name."""
+    name = os.path.basename(source)
+    stem, extension = os.path.splitext(name)
+    return stem if extension in _DATA_EXTENSIONS else name
 
 
 def output_path(output_dir, name):

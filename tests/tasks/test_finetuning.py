@@ -236,7 +236,7 @@ def test_ner_train_and_conlleval_files(tiny_checkpoint, tmp_path, shared_file):
     out = tmp_path / "out"
     metrics = run_model.run(str(tmp_path / "ner"), [testa], str(out))
     assert {"f1", "precision", "recall", "accuracy"} <= set(metrics)
-    lines = (out / "predictions_eng.txt").read_text().split("\n")
+    lines = (out / "predictions_eng.testa.txt").read_text().split("\n")
     from bert_tf.data.conll2003 import read_conll
 
     gold = read_conll(testa)[:30]
@@ -281,3 +281,12 @@ def test_swag_train_and_evaluate(tiny_checkpoint, tmp_path, shared_file):
             (out / "predictions_swag_sample_hf_format.jsonl").read_text().splitlines()]
     assert len(rows) == 10
     assert all(abs(sum(row["probabilities"]) - 1.0) < 1e-4 for row in rows)
+
+
+def test_source_names_keep_conll_file_names_apart():
+    from bert_tf.tasks.finetuning import source_name
+
+    assert source_name("/data/conll2003/eng.testa") == "eng.testa"
+    assert source_name("/data/conll2003/eng.testb") == "eng.testb"
+    assert source_name("/data/squad/dev-v1.1.json") == "dev-v1.1"
+    assert source_name("dev_matched") == "dev_matched"
