@@ -85,6 +85,25 @@ def to_iob2(labels):
     return converted
 
 
+def to_iob1(labels):
+    """Rewrites one sentence's labels in IOB1, the scheme of the original CoNLL-2003 files.
+
+    Every chunk starts with `I-`, except one that directly follows a chunk
+    of the same type, which starts with `B-`. The chunks do not change;
+    conlleval's token accuracy compares tags literally, so predictions are
+    written in the gold file's scheme.
+    """
+    converted = list(labels)
+    previous_end, previous_kind = None, None
+    for kind, start, end in chunks(converted):
+        touches = previous_end == start and previous_kind == kind
+        converted[start] = f"{'B' if touches else 'I'}-{kind}"
+        for position in range(start + 1, end):
+            converted[position] = f"I-{kind}"
+        previous_end, previous_kind = end, kind
+    return converted
+
+
 def _ratio(numerator, denominator):
     """numerator / denominator, or 0.0 when the denominator is 0 (as conlleval)."""
     return numerator / denominator if denominator else 0.0

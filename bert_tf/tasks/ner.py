@@ -25,6 +25,7 @@ from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
 
 LABELS = conll2003.CONLL_LABELS
 OUTSIDE = "O"
+LABEL_SCHEMES = ("iob1", "iob2")
 
 
 @dataclasses.dataclass
@@ -34,6 +35,14 @@ class NerDataConfig(FinetuningDataConfig):
     # "": bert_tf.shared_data's eng.train / eng.testa + eng.testb.
     train_file: str = ""
     eval_files: list[str] = dataclasses.field(default_factory=list)
+    # The tag scheme of the files, which predictions are written in: "iob1"
+    # (the original CoNLL-2003 files) or "iob2". Training always uses IOB2.
+    label_scheme: str = "iob1"
+
+    def __post_init__(self):
+        if self.label_scheme not in LABEL_SCHEMES:
+            raise ValueError(f"data.label_scheme must be one of {LABEL_SCHEMES}, "
+                             f"got {self.label_scheme!r}")
 
 
 NerExperiment = experiment_class("NerExperiment", "ner", NerDataConfig,
@@ -160,11 +169,15 @@ class NerTask(FinetuningTask):
                 "tokens": self.token_count(inputs)}
 
     def word_labels(self, source, logits):
-        """One predicted tag per original word of every sentence of `source`."""
+        """One predicted tag per word of every sentence of `source`, in `data.label_scheme`."""
         predicted = np.argmax(logits, axis=-1)  # [N, S]
+        to_scheme = conll_metrics.to_iob1 if self.data.label_scheme == "iob1" else list
         result = []
         for i, positions in enumerate(self._word_positions[source]):
-            result.append([LABELS[predicted[i, p]] if p >= 0 else OUTSIDE for p in positions])
+            tags = [LABELS[predicted[i, p]] if p >= 0 else OUTSIDE for p in positions]
+            # The model's IOB2 tags, made valid (an I- after O starts a chunk)
+            # and written in the files' scheme.
+            result.append(to_scheme(conll_metrics.to_iob2(tags)))
         return result
 
     def evaluate_outputs(self, source, outputs, output_dir=None):

@@ -121,3 +121,17 @@ def test_to_iob2_on_real_train_keeps_chunks_and_uses_all_labels(shared_file):
     # IOB2 never has I- after O.
     assert not any(previous == "O" and label.startswith("I-")
                    for labels in converted for previous, label in zip(["O"] + labels, labels))
+
+
+def test_to_iob1_writes_the_original_conll_scheme():
+    # Chunks start with I-, except one touching a chunk of the same type.
+    assert conll_metrics.to_iob1(["B-PER", "I-PER", "B-PER", "O", "B-LOC", "B-ORG"]) == [
+        "I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"]
+    labels = ["I-MISC", "B-MISC", "O", "I-ORG", "I-ORG", "I-LOC"]
+    assert conll_metrics.to_iob1(conll_metrics.to_iob2(labels)) == labels
+
+
+def test_iob1_round_trip_on_the_real_files(shared_file):
+    for sentence in conll2003.read_conll(shared_file("conll2003", "eng.testa")):
+        labels = list(sentence.labels)
+        assert conll_metrics.to_iob1(conll_metrics.to_iob2(labels)) == labels
