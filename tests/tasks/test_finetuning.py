@@ -4,13 +4,15 @@ import csv
 import json
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
 
-from bert_tf import tasks
+from bert_tf import predict, tasks
 from bert_tf.tasks import run_model
 from finetune_helpers import REPO, finetune, finetune_overrides
 
@@ -193,6 +195,12 @@ def test_glue_train_evaluate_predict(tiny_checkpoint, tmp_path, shared_file):
 
     metrics = run_model.run(str(model_dir))
     assert set(metrics) == {"accuracy"} and 0.0 <= metrics["accuracy"] <= 1.0
+    # The command prints the same metric.
+    command = subprocess.run([sys.executable, "-m", "bert_tf.evaluate", "--model_dir",
+                              str(model_dir)], cwd=REPO, capture_output=True, text=True,
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
+    assert command.returncode == 0, command.stderr[-2000:]
+    assert f"accuracy {metrics['accuracy']:.4f}" in command.stdout
 
     # The run's model_dir exports as is; the export's logits on raw text are
     # the trained model's on the task's own batches.
@@ -206,7 +214,7 @@ def test_glue_train_evaluate_predict(tiny_checkpoint, tmp_path, shared_file):
     texts = [example.text_a for example in task._examples("dev")[:4]]
     np.testing.assert_allclose(exported.predict(texts)["logits"], expected, atol=1e-5)
     out = tmp_path / "predictions"
-    run_model.run(str(model_dir), ["test"], str(out))
+    assert predict.main(["--model_dir", str(model_dir), "--output_dir", str(out)]) == 0
     with open(out / "SST-2.tsv", newline="") as f:
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["index", "prediction"] and len(rows) == 41
