@@ -20,7 +20,6 @@ Shapes: B batch, S sequence length, C choices.
 """
 
 import dataclasses
-import math
 import os
 
 import numpy as np
@@ -409,21 +408,6 @@ class FinetuningTask:
         """The `task` record of `bert_tf_model.json` (read by `bert_tf.export`)."""
         return {"name": self.name, "kind": self.kind,
                 "max_seq_length": self.data.max_seq_length}
-
-
-def steps_for_epochs(epochs, num_examples, global_batch_size):
-    """Optimizer steps for `epochs` passes over `num_examples` (at least 1)."""
-    return max(1, math.ceil(epochs * num_examples / global_batch_size))
-
-
-def restore_trained_model(task, model_dir, dtype=None):
-    """The task model with the weights of `model_dir`'s newest checkpoint."""
-    model = task.build_model(dtype=dtype)
-    prefix = native.weights_prefix(model_dir)
-    slots = weight_map.task_slots(model)
-    arrays = native.read_arrays(prefix, slots)
-    assign.assign_to_slots(slots, arrays, f"checkpoint {prefix}")
-    return model, prefix
 
 
 # Extensions dropped from a file's name in metric names and output files
