@@ -17,7 +17,6 @@ import sys
 from bert_tf.evaluate import add_source_arguments, run_and_report
 
 
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.predict", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

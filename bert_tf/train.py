@@ -71,9 +71,8 @@ def run(task_class, experiment, model_dir, init_checkpoint=None):
     keras.utils.set_random_seed(runtime.seed)
     task = task_class(experiment)
     try:
-        if hasattr(task, "resolve"):
-            # Fine-tuning: the encoder and vocabulary come from the checkpoint.
-            experiment = task.resolve(init_checkpoint, model_dir)
+        # Fine-tuning takes the encoder and vocabulary from the checkpoint.
+        experiment = task.resolve(init_checkpoint, model_dir)
         trainer.check_resumable(model_dir, experiment, task.model_differences)
         strategy = strategies.create_strategy(runtime.strategy, runtime.tpu,
                                               runtime.logical_cpu_devices)

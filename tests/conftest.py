@@ -12,29 +12,19 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bert_tf import shared_data  # noqa: E402
-
-REQUIRE_DATA = os.environ.get("BERT_TF_REQUIRE_DATA") == "1"
-
-
-def _require(path, what):
-    if os.path.exists(path):
-        return path
-    message = f"{what} not found at {path}"
-    if REQUIRE_DATA:
-        pytest.fail(f"{message} (BERT_TF_REQUIRE_DATA=1 makes missing data an error)")
-    pytest.skip(message)
+from tests.helpers import REQUIRE_DATA, require  # noqa: E402
 
 
 @pytest.fixture
 def shared_file():
     """Returns a function mapping a path under ../shared/data to an existing file."""
-    return lambda *parts: _require(shared_data.data_path(*parts), "shared data file")
+    return lambda *parts: require(shared_data.data_path(*parts), "shared data file")
 
 
 @pytest.fixture
 def reference_file():
     """Returns a function mapping a path under ../shared/reference to an existing file."""
-    return lambda *parts: _require(shared_data.reference_path(*parts), "reference file")
+    return lambda *parts: require(shared_data.reference_path(*parts), "reference file")
 
 
 @pytest.fixture
@@ -46,7 +36,7 @@ def minilm_dir():
         if REQUIRE_DATA:
             pytest.fail(message)
         pytest.skip(message)
-    return _require(path, "MiniLM checkpoint folder")
+    return require(path, "MiniLM checkpoint folder")
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +49,7 @@ def bert_corpus(tmp_path_factory):
     """
     from bert_tf.data.sentence_split import write_sentence_per_line
 
-    folder = os.path.dirname(_require(
+    folder = os.path.dirname(require(
         shared_data.data_path("corpus", "sotu", "2016_barack_obama_d.txt"), "sotu corpus"))
     speeches = sorted(os.listdir(folder))[-20:]
     output = tmp_path_factory.mktemp("sotu_sentences")

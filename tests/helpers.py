@@ -1,6 +1,9 @@
-"""Small shared helpers for tests: tiny configs and random inputs."""
+"""Small shared helpers for tests: tiny configs, random inputs, required shared data."""
+
+import os
 
 import numpy as np
+import pytest
 
 from bert_tf.models.encoder_config import EncoderConfig
 
@@ -25,3 +28,16 @@ def random_inputs(batch=2, length=10, vocab_size=100, pad_from=None, seed=0):
 
 def max_abs_diff(a, b):
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+REQUIRE_DATA = os.environ.get("BERT_TF_REQUIRE_DATA") == "1"
+
+
+def require(path, what):
+    """`path` if it exists; else skip the test, or fail it under BERT_TF_REQUIRE_DATA=1."""
+    if os.path.exists(path):
+        return path
+    message = f"{what} not found at {path}"
+    if REQUIRE_DATA:
+        pytest.fail(f"{message} (BERT_TF_REQUIRE_DATA=1 makes missing data an error)")
+    pytest.skip(message)

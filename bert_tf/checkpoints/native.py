@@ -253,7 +253,17 @@ def load_model(directory, dtype=None):
     if "task" in metadata:
         metadata["task"] = validate_task_info(metadata["task"], f"{source} 'task'")
     model = build_model(metadata, source, dtype)
+    restore_weights(model, directory)
+    return model, metadata
+
+
+def restore_weights(model, directory):
+    """Reads every weight of `model` from `directory`'s newest checkpoint; returns its prefix.
+
+    Raises `assign.CheckpointMismatchError` naming each missing variable or
+    wrong shape.
+    """
     prefix = weights_prefix(directory)
     slots = weight_map.task_slots(model)
     assign.assign_to_slots(slots, read_arrays(prefix, slots), f"bert_tf checkpoint {prefix}")
-    return model, metadata
+    return prefix

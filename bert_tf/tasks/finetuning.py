@@ -117,9 +117,10 @@ class FinetuningTask:
     """Base of the fine-tuning tasks; subclasses define the model, the batches and the metric.
 
     Subclasses set `config_class`, `name` and `kind` (the export kind) and
-    implement `_task_model(encoder)`, `_train_table()`, `_eval_table(source)`,
-    `make_batch(table, indices)`, `metric_sums` and `evaluate_outputs`
-    (and extend `export_info`).
+    implement `_task_model(encoder)`, `_read_examples(source)`,
+    `_make_table(source)`, `make_batch(table, indices)`, `metric_sums` and
+    `evaluate_outputs` (and extend `export_info`). A source is "train" or
+    one of the evaluation sources (a GLUE split or a file).
     """
 
     config_class = None
@@ -137,6 +138,7 @@ class FinetuningTask:
     def __init__(self, experiment):
         self.experiment = experiment
         self._tokenizer = None
+        self._examples = {}
         self._tables = {}
 
     @property
@@ -255,28 +257,29 @@ class FinetuningTask:
     def num_train_examples(self):
         return len(self._table("train")["index"])
 
-    def _table(self, source):
-        """The example table of `source` ("train" or an evaluation source), cached.
+    def examples(self, source):
+        """The examples of `source`, read once, cut to `data.max_train_examples` /
+        `max_eval_examples` (0: all) before any windowing."""
+        if source not in self._examples:
+            examples = self._read_examples(source)
+            limit = (self.data.max_train_examples if source == "train"
+                     else self.data.max_eval_examples)
+            self._examples[source] = examples[:limit] if limit else examples
+        return self._examples[source]
 
-        Subclasses apply `data.max_train_examples` / `max_eval_examples` when
-        reading examples (before windowing, for SQuAD).
-        """
+    def _table(self, source):
+        """The model-ready table of `source`'s examples (numpy columns, `index` first), cached."""
         if source not in self._tables:
-            table = self._train_table() if source == "train" else self._eval_table(source)
+            table = self._make_table(source)
             if not len(table["index"]):
                 raise ValueError(f"{self.name}: no examples in {source!r}")
             self._tables[source] = table
         return self._tables[source]
 
-    def limit(self, examples, source):
-        """`examples` cut to `data.max_train_examples` or `max_eval_examples` (0: all)."""
-        limit = self.data.max_train_examples if source == "train" else self.data.max_eval_examples
-        return examples[:limit] if limit else examples
-
-    def _train_table(self):
+    def _read_examples(self, source):
         raise NotImplementedError
 
-    def _eval_table(self, source):
+    def _make_table(self, source):
         raise NotImplementedError
 
     def make_batch(self, table, indices):

@@ -72,12 +72,13 @@ class GlueTask(FinetuningTask):
     def main_metric_name(self):
         return self.spec.metric_names[0]
 
-    def _examples(self, split):
-        return self.limit(glue_data.read_examples(self.data.task_name, split, self.data_dir),
-                          split)
+    def _read_examples(self, split):
+        return glue_data.read_examples(self.data.task_name, split, self.data_dir)
 
-    def _make_table(self, examples, with_labels=True):
+    def _make_table(self, split):
         spec = self.spec
+        examples = self.examples(split)
+        with_labels = split not in spec.test_splits
         table = {
             "index": np.arange(len(examples), dtype=np.int64),
             "text_a": np.array([e.text_a for e in examples], dtype=object),
@@ -90,13 +91,6 @@ class GlueTask(FinetuningTask):
         else:
             table["label"] = np.zeros(len(examples), np.float32 if spec.is_regression else np.int32)
         return table
-
-    def _train_table(self):
-        return self._make_table(self._examples("train"))
-
-    def _eval_table(self, source):
-        has_labels = source not in self.spec.test_splits
-        return self._make_table(self._examples(source), with_labels=has_labels)
 
     def make_batch(self, table, indices):
         segments = [self.tokenizer.tokenize(tf.gather(table["text_a"], indices))]
@@ -142,7 +136,7 @@ class GlueTask(FinetuningTask):
 
     def write_predictions(self, source, predictions, output_dir):
         """The GLUE submission TSV for `source` (any split) in `output_dir`."""
-        examples = self._examples(source)
+        examples = self.examples(source)
         return glue_data.write_submission(self.data.task_name, source, examples,
                                           list(predictions), output_dir)
 

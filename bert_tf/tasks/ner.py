@@ -106,7 +106,6 @@ class NerTask(FinetuningTask):
 
     def __init__(self, experiment):
         super().__init__(experiment)
-        self._sentences = {}
         self._word_positions = {}
 
     def _task_model(self, encoder):
@@ -125,24 +124,14 @@ class NerTask(FinetuningTask):
             shared_data.data_path("conll2003", "eng.testa"),
             shared_data.data_path("conll2003", "eng.testb"))
 
-    def sentences(self, source):
-        """The sentences of a CoNLL file (cached; cut to max_*_examples)."""
-        if source not in self._sentences:
-            path = self.train_file if source == "train" else source
-            sentences = conll2003.read_conll(path)
-            self._sentences[source] = self.limit(sentences, source)
-        return self._sentences[source]
+    def _read_examples(self, source):
+        """The sentences of a CoNLL file."""
+        return conll2003.read_conll(self.train_file if source == "train" else source)
 
-    def _features(self, source):
-        features = featurize(self.sentences(source), self.tokenizer, self.data.max_seq_length)
+    def _make_table(self, source):
+        features = featurize(self.examples(source), self.tokenizer, self.data.max_seq_length)
         self._word_positions[source] = features.word_positions
         return features.table
-
-    def _train_table(self):
-        return self._features("train")
-
-    def _eval_table(self, source):
-        return self._features(source)
 
     def make_batch(self, table, indices):
         token_ids = tf.gather(table["token_ids"], indices)
@@ -181,7 +170,7 @@ class NerTask(FinetuningTask):
         return result
 
     def evaluate_outputs(self, source, outputs, output_dir=None):
-        sentences = self.sentences(source)
+        sentences = self.examples(source)
         predicted = self.word_labels(source, outputs["logits"])
         scores = conll_metrics.evaluate([list(s.labels) for s in sentences], predicted)
         metrics = {key: scores[key] for key in ("f1", "precision", "recall", "accuracy")}
@@ -196,7 +185,7 @@ class NerTask(FinetuningTask):
         """`word gold predicted` lines (conlleval's input) for the sentences of `source`."""
         name = source_name(source)
         path = output_path(output_dir, f"predictions_{name}.txt")
-        conll2003.write_predictions(path, self.sentences(source), predicted)
+        conll2003.write_predictions(path, self.examples(source), predicted)
         return path
 
     def export_info(self):

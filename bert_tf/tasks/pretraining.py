@@ -117,6 +117,10 @@ class PretrainingTask:
 
     # -- checks and metadata -------------------------------------------------
 
+    def resolve(self, init_checkpoint=None, model_dir=None):
+        """The experiment as is: a pretraining config names its encoder and vocabulary."""
+        return self.experiment
+
     def validate(self):
         """Eager checks that name the config key at fault, before anything is built."""
         data, encoder = self.data, self.model_config.encoder

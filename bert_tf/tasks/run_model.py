@@ -9,7 +9,7 @@ import logging
 import os
 
 from bert_tf import tasks
-from bert_tf.checkpoints import assign, native, weight_map
+from bert_tf.checkpoints import native
 from bert_tf.training.inference import inference_fn
 from bert_tf.training.trainer import PARAMS_FILE
 
@@ -27,10 +27,7 @@ def load_run(model_dir, overrides=()):
     task.validate()
     precision = experiment.runtime.mixed_precision
     model = task.build_model(dtype=None if precision == "float32" else precision)
-    prefix = native.weights_prefix(model_dir)
-    slots = weight_map.task_slots(model)
-    assign.assign_to_slots(slots, native.read_arrays(prefix, slots), f"checkpoint {prefix}")
-    return task, model, prefix
+    return task, model, native.restore_weights(model, model_dir)
 
 
 def run(model_dir, sources=None, output_dir=None, batch_size=64, overrides=()):

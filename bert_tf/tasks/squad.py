@@ -71,7 +71,6 @@ class SquadTask(FinetuningTask):
 
     def __init__(self, experiment):
         super().__init__(experiment)
-        self._examples = {}
         self._features = {}
 
     def validate(self):
@@ -90,23 +89,19 @@ class SquadTask(FinetuningTask):
     def eval_sources(self):
         return (self.data.eval_file,)
 
-    def examples(self, source):
-        """The examples of `source` ("train" or a file), cached and cut to max_*_examples."""
-        if source not in self._examples:
-            training = source == "train"
-            path = self.data.train_file if training else source
-            selection = self.data.train_articles if training else (
-                self.data.eval_articles if source == self.data.eval_file else "all")
-            if selection == "all":
-                examples, _ = squad_data.read_squad(path)
-            else:
-                examples = squad_data.split_by_article(path, _article_filter(selection))
-            if training:
-                # Unanswerable questions carry no span to learn in v1.1.
-                if not self.data.version_2_with_negative:
-                    examples = [e for e in examples if not e.is_impossible]
-            self._examples[source] = self.limit(examples, source)
-        return self._examples[source]
+    def _read_examples(self, source):
+        training = source == "train"
+        path = self.data.train_file if training else source
+        selection = self.data.train_articles if training else (
+            self.data.eval_articles if source == self.data.eval_file else "all")
+        if selection == "all":
+            examples, _ = squad_data.read_squad(path)
+        else:
+            examples = squad_data.split_by_article(path, _article_filter(selection))
+        if training and not self.data.version_2_with_negative:
+            # Unanswerable questions carry no span to learn in v1.1.
+            examples = [e for e in examples if not e.is_impossible]
+        return examples
 
     def features(self, source):
         """The windows of `source`'s examples (`bert_tf.data.squad.SquadFeatures`), cached."""
@@ -124,12 +119,6 @@ class SquadTask(FinetuningTask):
                 "padding_mask": features.padding_mask,
                 "start_positions": features.start_positions,
                 "end_positions": features.end_positions}
-
-    def _train_table(self):
-        return self._make_table("train")
-
-    def _eval_table(self, source):
-        return self._make_table(source)
 
     def make_batch(self, table, indices):
         inputs = {key: tf.gather(table[key], indices)

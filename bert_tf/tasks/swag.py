@@ -42,10 +42,6 @@ class SwagTask(FinetuningTask):
     name = "swag"
     kind = "multiple_choice"
 
-    def __init__(self, experiment):
-        super().__init__(experiment)
-        self._examples = {}
-
     def validate(self):
         for key in ("train_file", "eval_file"):
             if not getattr(self.data, key):
@@ -63,14 +59,11 @@ class SwagTask(FinetuningTask):
     def eval_sources(self):
         return (self.data.eval_file,)
 
-    def examples(self, source):
-        """The examples of `source` ("train" or a file), cached and cut to max_*_examples."""
-        if source not in self._examples:
-            examples = swag_data.read_swag(self.data.train_file if source == "train" else source)
-            self._examples[source] = self.limit(examples, source)
-        return self._examples[source]
+    def _read_examples(self, source):
+        return swag_data.read_swag(self.data.train_file if source == "train" else source)
 
-    def _make_table(self, examples):
+    def _make_table(self, source):
+        examples = self.examples(source)
         endings = [[f"{e.start_phrase} {ending}".strip() for ending in e.endings]
                    for e in examples]
         return {
@@ -80,12 +73,6 @@ class SwagTask(FinetuningTask):
             # Unlabelled (test) examples get label 0; their accuracy is not reported.
             "label": np.array([0 if e.label is None else e.label for e in examples], np.int32),
         }
-
-    def _train_table(self):
-        return self._make_table(self.examples("train"))
-
-    def _eval_table(self, source):
-        return self._make_table(self.examples(source))
 
     def make_batch(self, table, indices):
         contexts = tf.repeat(tf.gather(table["context"], indices), NUM_CHOICES)  # [B * C]

@@ -4,30 +4,18 @@ Models: the real uncased vocab (30,522 tokens), hidden 32, 2 layers, random
 weights. Each export takes a few seconds, so each kind is exported once.
 """
 
-import os
-
 import pytest
 
 from bert_tf import shared_data
 from tests.export.export_helpers import TASKS, build_model
-
-REQUIRE_DATA = os.environ.get("BERT_TF_REQUIRE_DATA") == "1"
-
-
-def _vocab_path():
-    path = shared_data.data_path("vocab", "bert-base-uncased-vocab.txt")
-    if not os.path.exists(path):
-        message = f"shared data file not found at {path}"
-        if REQUIRE_DATA:
-            pytest.fail(f"{message} (BERT_TF_REQUIRE_DATA=1 makes missing data an error)")
-        pytest.skip(message)
-    return path
+from tests.helpers import require
 
 
 @pytest.fixture(scope="session")
 def vocab_file():
     """The real uncased BERT vocab from ../shared/data."""
-    return _vocab_path()
+    return require(shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"),
+                   "shared data file")
 
 
 @pytest.fixture(scope="session")

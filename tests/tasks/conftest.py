@@ -1,8 +1,9 @@
 """Fixtures for fine-tuning tests: a tiny encoder checkpoint in bert_tf's format."""
 
-import os
-
 import pytest
+
+from tests.helpers import require
+
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory):
@@ -11,9 +12,8 @@ def tiny_checkpoint(tmp_path_factory):
     from bert_tf.checkpoints import loading
     from bert_tf.models.bert_encoder import BertEncoder
 
-    vocab = shared_data.data_path("vocab", "bert-base-uncased-vocab.txt")
-    if not os.path.exists(vocab):
-        pytest.fail(f"vocab not found at {vocab}")
+    vocab = require(shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"),
+                    "shared data file")
     encoder = BertEncoder(vocab_size=30522, hidden_size=32, num_layers=2, num_heads=2,
                           intermediate_size=64, max_position_embeddings=512)
     directory = str(tmp_path_factory.mktemp("tiny_checkpoint"))

@@ -85,7 +85,7 @@ def test_mrpc_pair_batch_matches_the_reference_tokenizer(tiny_checkpoint, shared
     task = _task("glue_mrpc", tiny_checkpoint)
     table = task._graph_table(task._table("dev"))
     inputs, labels = task.make_batch(table, tf.constant([0, 1, 2], tf.int64))
-    examples = task._examples("dev")[:3]
+    examples = task.examples("dev")[:3]
     lengths = []
     for row, example in enumerate(examples):
         ids_a, ids_b = reference[example.text_a], reference[example.text_b]
@@ -211,7 +211,7 @@ def test_glue_train_evaluate_predict(tiny_checkpoint, tmp_path, shared_file):
     inputs, _ = task.make_batch(task._graph_table(task._table("dev")),
                                 tf.range(4, dtype=tf.int64))
     expected = model(inputs, training=False)["logits"].numpy()
-    texts = [example.text_a for example in task._examples("dev")[:4]]
+    texts = [example.text_a for example in task.examples("dev")[:4]]
     np.testing.assert_allclose(exported.predict(texts)["logits"], expected, atol=1e-5)
     out = tmp_path / "predictions"
     assert predict.main(["--model_dir", str(model_dir), "--output_dir", str(out)]) == 0
