@@ -4,14 +4,14 @@ The public entry points are importable lazily so that `import bert_tf` stays
 cheap for command-line tools that only need part of the stack.
 """
 
-__version__ = "0.1.0"
+from bert_tf.version import __version__
 
 __all__ = ["__version__", "load_encoder", "load_pretrainer"]
 
 
 def __getattr__(name):
-    # Lazy import: pulling in TensorFlow is slow, and `bert_tf.__version__` is
-    # read by setuptools at install time, before TensorFlow may be importable.
+    # Lazy import: pulling in TensorFlow is slow, and command-line tools that
+    # need only part of the stack should not pay for it.
     if name in ("load_encoder", "load_pretrainer"):
         from bert_tf.checkpoints import loading
 

@@ -42,7 +42,8 @@ def _convert(value, annotation, key, source):
     origin = typing.get_origin(annotation)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{source}: {key} must be a list, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                f"{source}: {key} must be a list, got {type(value).__name__} {value!r}")
         (item_type, *_) = typing.get_args(annotation) or (typing.Any,)
         items = [_convert(v, item_type, f"{key}[{i}]", source) for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
@@ -82,7 +83,8 @@ def from_dict(cls, values, source="config", prefix=""):
     try:
         return cls(**converted)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"{source}: invalid {cls.__name__} at {prefix or 'top level'}: {e}") from e
+        where = prefix or "top level"
+        raise ConfigError(f"{source}: invalid {cls.__name__} at {where}: {e}") from e
 
 
 def to_dict(config):
@@ -108,7 +110,8 @@ def apply_overrides(config, overrides, source="--set"):
         for depth, part in enumerate(parts):
             if not isinstance(node, dict) or part not in node:
                 raise ConfigError(
-                    f"{source}: unknown key {'.'.join(parts[:depth + 1])!r} in override {override!r}")
+                    f"{source}: unknown key {'.'.join(parts[:depth + 1])!r} in override "
+                    f"{override!r}")
             if depth == len(parts) - 1:
                 node[part] = yaml.safe_load(raw)
             else:

@@ -12,17 +12,19 @@ import json
 import os
 import sys
 
-FORMATS_IN = ("bert_tf", "keras", "hf", "google", "garden")
-FORMATS_OUT = ("bert_tf", "hf", "google", "garden")
+from bert_tf import console
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--from", dest="source_format", choices=FORMATS_IN,
-                        help="input format (detected when omitted)")
+    parser.add_argument("--from", dest="source_format", metavar="FORMAT",
+                        help="input format, detected when omitted: bert_tf, keras, hf, google, "
+                        "garden or another registered format")
     parser.add_argument("--input", required=True, help="checkpoint directory, file or prefix")
-    parser.add_argument("--to", dest="target_format", choices=FORMATS_OUT, default="bert_tf")
+    parser.add_argument("--to", dest="target_format", metavar="FORMAT", default="bert_tf",
+                        help="output format (default bert_tf): bert_tf, hf, google, garden or "
+                        "another registered writable format")
     parser.add_argument("--output", required=True, help="output directory")
     parser.add_argument("--model", choices=("encoder", "pretrainer"), default="encoder",
                         help="convert the encoder only, or with its MLM/NSP heads")
@@ -32,7 +34,20 @@ def parse_args(argv):
     casing.add_argument("--cased", dest="lower_case", action="store_false")
     parser.add_argument("--hidden_act", help="override the activation, e.g. gelu or gelu_tanh "
                         "(Model Garden checkpoints do not record it)")
-    return parser.parse_args(argv)
+    console.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    console.setup(args.verbose)
+    # Checked after parsing, not with `choices=`: the registry imports TensorFlow
+    # (seconds), which `--help` must not pay.
+    from bert_tf.checkpoints import formats
+
+    if args.source_format is not None and args.source_format not in formats.FORMATS:
+        parser.error(f"argument --from: invalid choice: {args.source_format!r} "
+                     f"(choose from {', '.join(formats.FORMATS)})")
+    if args.target_format not in formats.writable_formats():
+        parser.error(f"argument --to: invalid choice: {args.target_format!r} "
+                     f"(choose from {', '.join(formats.writable_formats())})")
+    return args
 
 
 def main(argv=None):
@@ -51,8 +66,9 @@ def main(argv=None):
     lower_case = args.lower_case
     if lower_case is None and result.tokenizer_contract:
         lower_case = result.tokenizer_contract["lower_case"]
+    # Formats without a tokenizer contract of their own ignore it.
     loading.save(model, args.output, args.target_format, vocab, lower_case,
-                 result.tokenizer_contract if args.target_format == "bert_tf" else None)
+                 result.tokenizer_contract)
     report = {
         "input": os.path.abspath(args.input),
         "input_format": result.format,

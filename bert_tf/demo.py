@@ -7,7 +7,10 @@ The README's main job. It
      articles) with `bert_tf.data.wikipedia`;
   3. learns an uncased WordPiece vocabulary on it;
   4. pretrains `configs/pretrain/demo.yaml` (MLM + NSP) with the trainer,
-     leaving checkpoints and TensorBoard logs in --model_dir.
+     leaving checkpoints and TensorBoard logs in --model_dir;
+  5. ends with one screen: held-out MLM and NSP accuracy at the first and the
+     last evaluation, where the checkpoints and curves are, the TensorBoard
+     command, and the command of the pretraining study that goes further.
 Running it again resumes the run (steps 2 and 3 are skipped when their files exist).
 """
 
@@ -17,7 +20,9 @@ import json
 import logging
 import os
 import sys
+import time
 
+STUDY_COMMAND = "python -m bert_tf.experiments pretrain_vs_random --out runs/study"
 DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "configs", "pretrain", "demo.yaml")
@@ -59,6 +64,54 @@ def prepare_corpus(dump, corpus_dir, vocab_size):
     return text_path, vocab_path
 
 
+def _percent(points, index):
+    step, value = points[index]
+    return f"{100 * value:5.1f} % at step {step:,}"
+
+
+def summary_screen(model_dir, experiment, seconds):
+    """The demo's last screen: what was trained, what it learned, where it is, what next.
+
+    Args:
+      model_dir: the run directory.
+      experiment: the resolved pretraining experiment.
+      seconds: wall time of this invocation.
+
+    Returns:
+      The screen as one string.
+    """
+    from bert_tf.studies.events import read_scalars
+
+    encoder, trainer = experiment.model.encoder, experiment.trainer
+    held_out = read_scalars(os.path.join(model_dir, "eval"))
+    path = os.path.abspath(model_dir)
+    shape = f"L{encoder.num_layers}/H{encoder.hidden_size}/A{encoder.num_heads}"
+    lines = ["", "=" * 72, "bert_tf demo: what you got", "=" * 72,
+             f"{'model':<22} BERT {shape}, vocab {encoder.vocab_size:,}, MLM + NSP from scratch,",
+             f"{'':<22} {trainer.train_steps:,} steps of batch {trainer.global_batch_size} "
+             f"at length {experiment.data.max_seq_length} ({seconds / 60:.1f} min this run)"]
+    names = (("mlm_accuracy", "held-out MLM accuracy", ""),
+             ("nsp_accuracy", "held-out NSP accuracy", "  (chance: 50 %)"))
+    for tag, label, note in names:
+        points = held_out.get(tag)
+        if points:
+            lines.append(f"{label:<22} {_percent(points, 0)}  ->  {_percent(points, -1)}{note}")
+    if not held_out:
+        lines.append("held-out accuracy      no evaluation was run (trainer.eval_every, "
+                     "data.eval_holdout_every)")
+    lines += [f"checkpoints            {path}  (bert_tf.load_encoder(\"{model_dir}\"))",
+              f"curves                 {os.path.join(path, 'train')}, "
+              f"{os.path.join(path, 'eval')}",
+              f"TensorBoard            tensorboard --logdir {model_dir}",
+              "the full study         " + STUDY_COMMAND,
+              "                       (BERT-mini pretrained on every offline text vs. its "
+              "random-init twin,",
+              "                       fine-tuned on STS-B, CoNLL-2003, MRPC, RTE, SST-2; "
+              "hours on 2 cores, resumable)",
+              "=" * 72]
+    return "\n".join(lines)
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,7 +146,11 @@ def main(argv=None):
                  f"data.vocab_file={json.dumps(vocab_path)}",
                  f"model.encoder.vocab_size={args.vocab_size}", *args.overrides]
     task_class, experiment = tasks.load_experiment(args.config, overrides)
-    return train.run(task_class, experiment, args.model_dir)
+    started = time.monotonic()
+    code = train.run(task_class, experiment, args.model_dir)
+    if code == 0:
+        print(summary_screen(args.model_dir, experiment, time.monotonic() - started))
+    return code
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ otherwise. Output by extension:
 
 import argparse
 import json
-import logging
 import os
 import sys
+
+from bert_tf import console
 
 
 def parse_args(argv):
@@ -37,6 +38,7 @@ def parse_args(argv):
     parser.add_argument("--granularity", choices=("word", "wordpiece"), default="word")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
+    console.add_verbose_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -83,8 +85,7 @@ def write_features(features, path):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    console.setup(args.verbose)
     if not args.output_file.endswith((".jsonl", ".npz")):
         print(f"error: --output_file {args.output_file} must end in .jsonl or .npz",
               file=sys.stderr)

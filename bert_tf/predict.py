@@ -6,9 +6,11 @@
 Writes what each benchmark's scorer or leaderboard takes: GLUE submission
 TSVs (SST-2.tsv, MNLI-m.tsv, ...), SQuAD `predictions.json` (+ n-best and,
 for v2.0, `null_odds.json`), CoNLL `word gold predicted` lines for
-conlleval, SWAG per-example choice probabilities. GLUE defaults to the task's
-test split(s); the other tasks need --input_file. Metrics are printed too
-when the input has labels.
+conlleval, SWAG per-example choice probabilities; a labelled GLUE split
+(--split dev) gives `<TASK>_<split>_predictions.tsv` (id, prediction, gold
+label). GLUE defaults to the task's test split(s); the other tasks need
+--input_file. Metrics are printed too when the input has labels. Options
+that cannot work together are refused before the model is loaded.
 """
 
 import argparse
@@ -23,9 +25,7 @@ def main(argv=None):
     add_source_arguments(parser)
     parser.add_argument("--output_dir", required=True, help="where prediction files go")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if not args.split and not args.input_file:
-        args.split = ["test"]
-    return run_and_report(args, args.output_dir)
+    return run_and_report(args, args.output_dir, predicting=True)
 
 
 if __name__ == "__main__":

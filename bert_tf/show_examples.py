@@ -16,7 +16,8 @@ import sys
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.show_examples", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", required=True, nargs="+", help="corpus text files or TFRecords (globs)")
+    parser.add_argument("--input", required=True, nargs="+",
+                        help="corpus text files or TFRecords (globs)")
     parser.add_argument("--vocab_file", required=True)
     parser.add_argument("--cased", action="store_true", help="the vocab is cased")
     parser.add_argument("--num_examples", type=int, default=3)

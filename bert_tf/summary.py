@@ -12,7 +12,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--preset", default="bert_mini", help="encoder size, e.g. bert_tiny, bert_base")
+    source.add_argument("--preset", default="bert_mini",
+                        help="encoder size, e.g. bert_tiny, bert_base")
     source.add_argument("--checkpoint", help="load weights from any supported format instead")
     parser.add_argument("--task", choices=("encoder", "pretrainer"), default="pretrainer")
     parser.add_argument("--list_presets", action="store_true", help="print the preset names")

@@ -21,6 +21,8 @@ import sys
 
 import yaml
 
+from bert_tf import console
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.sweep", description=__doc__,
@@ -32,6 +34,7 @@ def parse_args(argv):
     parser.add_argument("--epochs", default="2,3,4")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="applied to every run")
+    console.add_verbose_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -49,7 +52,7 @@ def run_name(learning_rate, epochs):
     return f"lr{learning_rate:g}_epochs{epochs:g}"
 
 
-def _finished_results(run_dir):
+def finished_results(run_dir):
     """The run's final `eval_results.json` when it reached its last step, else None."""
     from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
 
@@ -69,13 +72,16 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
     from bert_tf import tasks
 
     task_class, experiment = tasks.load_experiment(config, list(overrides))
+    if not task_class.supports_evaluation:
+        raise ValueError(f"{config} is a {experiment.task!r} config; a sweep compares dev "
+                         "scores, which only fine-tuning tasks report")
     main_metric = task_class(experiment).main_metric
     runs = []
     for learning_rate in learning_rates:
         for epoch_count in epochs:
             name = run_name(learning_rate, epoch_count)
             run_dir = os.path.join(model_dir, name)
-            results = _finished_results(run_dir)
+            results = finished_results(run_dir)
             if results is None:
                 command = [sys.executable, "-m", "bert_tf.train", "--config", config,
                            "--model_dir", run_dir, "--init_checkpoint", init_checkpoint,
@@ -88,7 +94,7 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
                 if code != 0:
                     raise RuntimeError(f"run {name} failed with exit code {code}; "
                                        "run the same command to resume it")
-                results = _finished_results(run_dir)
+                results = finished_results(run_dir)
                 if results is None:
                     raise RuntimeError(f"run {name} finished without evaluation results "
                                        f"in {run_dir}")
@@ -110,7 +116,7 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    console.setup(args.verbose)
     from bert_tf import config as config_lib
 
     try:

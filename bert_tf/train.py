@@ -13,7 +13,8 @@ import logging
 import os
 import sys
 
-from bert_tf.training.strategies import STRATEGIES
+from bert_tf import console
+from bert_tf.training.strategy_names import STRATEGIES
 
 
 def parse_args(argv):
@@ -32,13 +33,17 @@ def parse_args(argv):
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a config value, e.g. "
                         "trainer.train_steps=1000 (repeatable)")
+    parser.add_argument("--allow_data_change", action="store_true",
+                        help="resume a run although the training data or batching settings "
+                             "differ from its params.yaml (it then no longer matches an "
+                             "uninterrupted run)")
+    console.add_verbose_flag(parser)
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    console.setup(args.verbose)
 
     from bert_tf import config as config_lib
     from bert_tf import tasks
@@ -53,11 +58,26 @@ def main(argv=None):
     except (config_lib.ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return run(task_class, experiment, args.model_dir, args.init_checkpoint)
+    try:
+        return run(task_class, experiment, args.model_dir, args.init_checkpoint,
+                   args.allow_data_change)
+    except KeyboardInterrupt:
+        # Ctrl-C outside the train loop (which saves and stops on its own).
+        print("\ninterrupted; run the same command to resume from the last checkpoint",
+              file=sys.stderr)
+        return 130
 
 
-def run(task_class, experiment, model_dir, init_checkpoint=None):
-    """Sets up TensorFlow for `experiment.runtime`, then trains; returns the exit code."""
+def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_change=False):
+    """Sets up TensorFlow for `experiment.runtime`, then trains; returns the exit code.
+
+    Args:
+      task_class: the registered `Task` subclass.
+      experiment: its loaded experiment config.
+      model_dir: the run directory (resumed when it holds a checkpoint).
+      init_checkpoint: weights for a fresh run.
+      allow_data_change: resume although the training data settings changed.
+    """
     import keras
     import tensorflow as tf
 
@@ -73,7 +93,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None):
     try:
         # Fine-tuning takes the encoder and vocabulary from the checkpoint.
         experiment = task.resolve(init_checkpoint, model_dir)
-        trainer.check_resumable(model_dir, experiment, task.model_differences)
+        trainer.check_resumable(model_dir, experiment, task, allow_data_change)
         strategy = strategies.create_strategy(runtime.strategy, runtime.tpu,
                                               runtime.logical_cpu_devices)
         run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint)
@@ -86,7 +106,12 @@ def run(task_class, experiment, model_dir, init_checkpoint=None):
     if result.stopped_by_signal:
         return 0
     summary = "  ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_metrics.items()))
-    print(f"finished at step {result.step}; eval: {summary or 'none'}")
+    if result.already_complete:
+        print(f"the run in {os.path.abspath(model_dir)} was already complete at step "
+              f"{result.step} (trainer.train_steps); nothing to do. Its last evaluation: "
+              f"{summary or 'none recorded'}")
+    else:
+        print(f"finished at step {result.step}; eval: {summary or 'none'}")
     print(f"weights fingerprint: {result.weights_fingerprint}")
     print(f"checkpoints and logs: {os.path.abspath(model_dir)}")
     print(f"TensorBoard: tensorboard --logdir {os.path.abspath(model_dir)}")

@@ -12,13 +12,17 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bert_tf import shared_data  # noqa: E402
-from tests.helpers import REQUIRE_DATA, require  # noqa: E402
+from tests.helpers import REQUIRE_DATA, require, require_shared  # noqa: E402
 
 
 @pytest.fixture
 def shared_file():
-    """Returns a function mapping a path under ../shared/data to an existing file."""
-    return lambda *parts: require(shared_data.data_path(*parts), "shared data file")
+    """Returns a function mapping a path under ../shared/data to an existing file.
+
+    Where ../shared is absent, a file that an installed package ships (gensim's
+    Wikipedia excerpt) is read from there instead.
+    """
+    return require_shared
 
 
 @pytest.fixture

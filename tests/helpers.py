@@ -1,5 +1,6 @@
 """Small shared helpers for tests: tiny configs, random inputs, required shared data."""
 
+import importlib.resources
 import os
 
 import numpy as np
@@ -41,3 +42,31 @@ def require(path, what):
     if REQUIRE_DATA:
         pytest.fail(f"{message} (BERT_TF_REQUIRE_DATA=1 makes missing data an error)")
     pytest.skip(message)
+
+
+WIKIPEDIA_EXCERPT = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def packaged_copy(*parts):
+    """A byte-identical copy of a ../shared/data file that an installed package ships, or None.
+
+    gensim's wheel (in the `test` extra) carries the Wikipedia excerpt as test data,
+    so the tests that read it run without ../shared too.
+    """
+    if parts != ("corpus", WIKIPEDIA_EXCERPT):
+        return None
+    try:
+        resource = importlib.resources.files("gensim") / "test" / "test_data" / WIKIPEDIA_EXCERPT
+    except ModuleNotFoundError:
+        return None
+    return str(resource) if resource.is_file() else None
+
+
+def require_shared(*parts):
+    """A file under ../shared/data, else a packaged copy of it, else skip (or fail in CI)."""
+    from bert_tf import shared_data
+
+    path = shared_data.data_path(*parts)
+    if not os.path.exists(path):
+        path = packaged_copy(*parts) or path
+    return require(path, "shared data file")

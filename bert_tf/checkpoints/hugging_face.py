@@ -124,7 +124,10 @@ def _read_pytorch_pickle(path):
             f"{path} is a PyTorch pickle; reading it safely needs torch "
             "(torch.load(weights_only=True)), which is not installed. Convert the "
             "checkpoint to safetensors instead (model.safetensors).") from e
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises pickle's and its own error types
+        raise ValueError(f"{path}: not a readable PyTorch checkpoint ({e})") from e
     return {key: value.float().numpy() for key, value in state.items()}
 
 

@@ -197,7 +197,8 @@ def infer_config(prefix, hidden_act="gelu_tanh"):
 
     vocab_size, hidden = shape(_FIXED["bert/embeddings/word_embeddings"])
     num_layers = 0
-    while f"{CHECKPOINT_ROOT}/_transformer_layers/{num_layers}/_output_dense/kernel{_VALUE_SUFFIX}" in shapes:
+    while (f"{CHECKPOINT_ROOT}/_transformer_layers/{num_layers}/_output_dense/kernel"
+           f"{_VALUE_SUFFIX}") in shapes:
         num_layers += 1
     _, num_heads, _ = shape("_transformer_layers/0/_attention_layer/_query_dense/kernel")
     _, intermediate = shape("_transformer_layers/0/_intermediate_dense/kernel")

@@ -3,7 +3,7 @@
 A directory holding:
   bert_tf_model.json   model type, encoder config, task arguments, bert_tf
                        version, the tokenizer contract and (under "task",
-                       optional) the task info: see `validate_task_info`
+                       optional) the task record: see `task_record.TaskRecord`
   vocab.txt            the vocabulary (when known)
   weights.*  or ckpt-N.*   a TF object checkpoint whose `weights` dict maps
                        canonical names (see `weight_map`) to variables
@@ -20,9 +20,10 @@ import shutil
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-import bert_tf
 from bert_tf.checkpoints import assign, weight_map
 from bert_tf.checkpoints.json_file import read_json_object
+from bert_tf.checkpoints.task_record import TaskRecord, kind_of_model
+from bert_tf.version import __version__
 
 METADATA_NAME = "bert_tf_model.json"
 VOCAB_NAME = "vocab.txt"
@@ -30,30 +31,18 @@ WEIGHTS_PREFIX = "weights"
 WEIGHTS_KEY = "weights"
 FORMAT_VERSION = 1
 
-# What a model does, as recorded in the task info (and read by the exporter).
-TASK_KINDS = ("classifier", "regressor", "span_labeler", "token_classifier",
-              "multiple_choice", "pretrainer", "encoder")
-# Task-info keys beyond name/kind/max_seq_length, by kind: (key, type).
-_KIND_KEYS = {
-    "classifier": (("label_names", list), ("text_inputs", int)),
-    "regressor": (("text_inputs", int),),
-    "span_labeler": (("version_2_with_negative", bool), ("max_answer_length", int),
-                     ("max_query_length", int)),
-    "token_classifier": (("label_names", list),),
-    "multiple_choice": (("num_choices", int),),
-    "pretrainer": (),
-    "encoder": (),
-}
-
 
 def is_native(path):
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, METADATA_NAME))
 
 
-def model_metadata(model, tokenizer_contract=None, task_info=None):
-    """The metadata record of `model` (encoder or task model).
+def model_metadata(model, tokenizer_contract=None, record=None):
+    """The `bert_tf_model.json` object of `model` (encoder or task model).
 
-    `task_info` (optional dict, see `validate_task_info`) is stored under "task".
+    Args:
+      model: a bert_tf encoder or task model.
+      tokenizer_contract: the vocabulary's contract (`text.tokenizer_contract`), or None.
+      record: a `TaskRecord`, stored under "task" (`record.to_dict()`), or None.
     """
     encoder = getattr(model, "encoder", model)
     task_args = {k: v for k, v in model.get_config().items()
@@ -62,22 +51,22 @@ def model_metadata(model, tokenizer_contract=None, task_info=None):
     return {
         "format": "bert_tf",
         "format_version": FORMAT_VERSION,
-        "bert_tf_version": bert_tf.__version__,
+        "bert_tf_version": __version__,
         "model_class": type(model).__name__,
         "task_args": task_args if model is not encoder else {},
         "encoder_config": encoder.encoder_config.to_dict(),
         "tokenizer": tokenizer_contract,
-        **({"task": validate_task_info(task_info)} if task_info is not None else {}),
+        **({"task": record.to_dict()} if record is not None else {}),
     }
 
 
-def write_metadata(model, directory, tokenizer_contract=None, vocab_file=None, task_info=None):
+def write_metadata(model, directory, tokenizer_contract=None, vocab_file=None, record=None):
     """Writes `bert_tf_model.json` (and copies the vocab) into `directory`.
 
-    `task_info` (see `validate_task_info`) is stored under the key "task".
+    Args: see `model_metadata`; `vocab_file` is copied as `vocab.txt`.
     """
     os.makedirs(directory, exist_ok=True)
-    metadata = model_metadata(model, tokenizer_contract, task_info)
+    metadata = model_metadata(model, tokenizer_contract, record)
     path = os.path.join(directory, METADATA_NAME)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(metadata, f, indent=2, sort_keys=True)
@@ -93,9 +82,30 @@ def weights_dict(model):
     return {slot.name: slot.variable for slot in weight_map.task_slots(model)}
 
 
-def save(model, directory, tokenizer_contract=None, vocab_file=None, task_info=None):
-    """Saves `model` in this project's format; returns the weights prefix."""
-    write_metadata(model, directory, tokenizer_contract, vocab_file, task_info)
+def default_record(model):
+    """The record of an encoder or pretrainer saved without one, else None.
+
+    Such a model embeds text whatever it was trained on; it is served at
+    its longest input, `max_position_embeddings`. A task model's labels and
+    length are known only to the task that trained it.
+    """
+    kind = {"BertEncoder": "encoder", "BertPretrainer": "pretrainer"}.get(type(model).__name__)
+    if kind is None:
+        return None
+    encoder = getattr(model, "encoder", model)
+    return TaskRecord(kind=kind, name=kind,
+                      max_seq_length=encoder.encoder_config.max_position_embeddings)
+
+
+def save(model, directory, tokenizer_contract=None, vocab_file=None, record=None):
+    """Saves `model` in this project's format; returns the weights prefix.
+
+    Args: see `model_metadata`. Without `record`, an encoder or pretrainer
+    gets `default_record(model)`, so the directory exports as it is.
+    """
+    if record is None:
+        record = default_record(model)
+    write_metadata(model, directory, tokenizer_contract, vocab_file, record)
     checkpoint = tf.train.Checkpoint(**{WEIGHTS_KEY: weights_dict(model)})
     return checkpoint.write(os.path.join(directory, WEIGHTS_PREFIX))
 
@@ -108,7 +118,7 @@ def read_metadata(directory):
     if metadata.get("format_version", 0) > FORMAT_VERSION:
         raise ValueError(
             f"{path}: format_version {metadata['format_version']} is newer than this "
-            f"bert_tf ({bert_tf.__version__}) supports ({FORMAT_VERSION})")
+            f"bert_tf ({__version__}) supports ({FORMAT_VERSION})")
     return metadata
 
 
@@ -152,68 +162,6 @@ def read_arrays(prefix, slots):
     return {slot.name: reader.get_tensor(keys[slot.name]) for slot in slots if slot.name in keys}
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def validate_task_info(task_info, source="task_info"):
-    """Checks a task-info dict and returns it (a copy).
-
-    Keys: "name" (str, e.g. "glue", "squad"), "kind" (one of `TASK_KINDS`),
-    "max_seq_length" (int >= 2), and by kind: classifier "label_names"
-    (list of str) and "text_inputs" (1 or 2); regressor "text_inputs";
-    span_labeler "version_2_with_negative" (bool), "max_answer_length" and
-    "max_query_length" (int >= 1); token_classifier "label_names";
-    multiple_choice "num_choices" (int >= 1). Other keys are kept as they are.
-
-    Raises:
-      ValueError: naming `source`, the key and what was expected.
-    """
-    if not isinstance(task_info, dict):
-        raise ValueError(f"{source}: expected a dict, got {type(task_info).__name__}")
-    info = dict(task_info)
-    if not isinstance(info.get("name"), str) or not info["name"]:
-        raise ValueError(f"{source}: 'name' must be a non-empty string, got {info.get('name')!r}")
-    if info.get("kind") not in TASK_KINDS:
-        raise ValueError(
-            f"{source}: 'kind' must be one of {TASK_KINDS}, got {info.get('kind')!r}")
-    if not _is_int(info.get("max_seq_length")) or info["max_seq_length"] < 2:
-        raise ValueError(
-            f"{source}: 'max_seq_length' must be an integer >= 2, "
-            f"got {info.get('max_seq_length')!r}")
-    for key, kind in _KIND_KEYS[info["kind"]]:
-        value = info.get(key)
-        if key == "label_names":
-            ok = (isinstance(value, list) and value
-                  and all(isinstance(name, str) for name in value))
-            expected = "a non-empty list of strings"
-        elif kind is bool:
-            ok, expected = isinstance(value, bool), "true or false"
-        elif key == "text_inputs":
-            ok, expected = value in (1, 2) and _is_int(value), "1 or 2"
-        else:
-            ok, expected = _is_int(value) and value >= 1, "an integer >= 1"
-        if not ok:
-            raise ValueError(
-                f"{source}: '{key}' (for kind {info['kind']!r}) must be {expected}, "
-                f"got {value!r}")
-    return info
-
-
-def kind_of_model(model_class, task_args):
-    """The task kind a model class implies (older directories have no "task")."""
-    if model_class == "BertClassifier":
-        return "regressor" if task_args.get("num_classes") == 1 else "classifier"
-    kinds = {"BertEncoder": "encoder", "BertPretrainer": "pretrainer",
-             "BertSpanLabeler": "span_labeler", "BertTokenClassifier": "token_classifier",
-             "BertMultipleChoice": "multiple_choice"}
-    if model_class not in kinds:
-        raise ValueError(
-            f"unknown model_class {model_class!r}; expected BertClassifier or one of "
-            f"{sorted(kinds)}")
-    return kinds[model_class]
-
-
 def build_model(metadata, source=METADATA_NAME, dtype=None):
     """A freshly initialised model of the class and shape `metadata` records."""
     from bert_tf import models
@@ -241,7 +189,7 @@ def load_model(directory, dtype=None):
     checkpoint of `save`. `dtype` is an optional Keras dtype policy name.
 
     Returns:
-      (model, metadata dict).
+      (model, metadata dict); its "task", when present, is a `TaskRecord`.
 
     Raises:
       FileNotFoundError: no metadata or no weights in `directory`.
@@ -251,7 +199,7 @@ def load_model(directory, dtype=None):
     metadata = read_metadata(directory)
     source = os.path.join(directory, METADATA_NAME)
     if "task" in metadata:
-        metadata["task"] = validate_task_info(metadata["task"], f"{source} 'task'")
+        metadata["task"] = TaskRecord.from_dict(metadata["task"], f"{source} 'task'")
     model = build_model(metadata, source, dtype)
     restore_weights(model, directory)
     return model, metadata

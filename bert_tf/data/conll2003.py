@@ -7,10 +7,17 @@ or `-DOCSTART- -X- O O`) opening each document. The NER tags are IOB1: a
 chunk starts with `I-` and `B-` appears only where two chunks of the same
 type touch. `bert_tf.tasks.conll_metrics` scores the chunks and converts the
 tags to IOB2 for training.
+
+`featurize` packs sentences into BERT inputs, one `[CLS] pieces [SEP]` row
+per sentence, each word labelled on its first WordPiece. Shapes: N
+sentences, S max_seq_length.
 """
 
 import dataclasses
 import os
+
+import numpy as np
+import tensorflow as tf
 
 # "O" first so that it is label id 0; the others in a fixed, documented order.
 CONLL_LABELS = (
@@ -108,6 +115,89 @@ def _label(fields, path, number):
         raise ValueError(f"{path}:{number}: unknown NER tag {label!r}; "
                          f"expected one of {', '.join(CONLL_LABELS)}")
     return label
+
+
+@dataclasses.dataclass
+class SentenceFeatures:
+    """Packed sentences and where each word's first piece landed.
+
+    Attributes:
+      table: numpy columns, one row per sentence: `index` int64 [N],
+        `token_ids`, `padding_mask`, `label_ids` int32 [N, S] and
+        `label_weights` float32 [N, S] (1 on each kept word's first piece).
+      word_positions: `word_positions[i][j]` is the position of word j's
+        first piece in sentence i, -1 when the word has no piece or was cut
+        by max_seq_length (such words are not scored in training).
+    """
+
+    table: dict
+    word_positions: list
+
+
+def featurize(sentences, tokenizer, max_seq_length, tags, label_names=CONLL_LABELS):
+    """Packs `[CLS] pieces [SEP]` per sentence, labelling each word's first piece.
+
+    A sentence longer than `max_seq_length` is cut at a word boundary: the
+    words that no longer fit get no position (the last word that fits may
+    lose trailing pieces). NER keeps one window per sentence; CoNLL-2003
+    sentences almost always fit in 128 pieces.
+
+    Args:
+      sentences: `ConllSentence`s (only their words are read).
+      tokenizer: a `bert_tf.text.tokenizer.BertTokenizer`.
+      max_seq_length: the row length S, [CLS] and [SEP] included (>= 2).
+      tags: one tag sequence per sentence, as long as it: the training
+        labels (NER trains on IOB2 tags, see `bert_tf.tasks.conll_metrics`).
+      label_names: the label of each id.
+
+    Returns:
+      `SentenceFeatures`.
+
+    Raises:
+      ValueError: `max_seq_length` < 2, or a sentence's tags do not match
+        its words or hold a tag outside `label_names` (naming the sentence).
+    """
+    if max_seq_length < 2:
+        raise ValueError(f"max_seq_length must be >= 2 ([CLS] and [SEP]), got {max_seq_length}")
+    tags = list(tags)
+    if len(tags) != len(sentences):
+        raise ValueError(f"{len(sentences)} sentences but {len(tags)} tag sequences")
+    # Each distinct word is tokenized once, in one batch.
+    words = sorted({word for sentence in sentences for word in sentence.words})
+    pieces = tokenizer.tokenize(tf.constant(words)).to_list() if words else []
+    pieces_of = dict(zip(words, pieces))
+    label_index = {label: i for i, label in enumerate(label_names)}
+    count = len(sentences)
+    token_ids = np.full((count, max_seq_length), tokenizer.pad_id, np.int32)
+    label_ids = np.zeros((count, max_seq_length), np.int32)
+    label_weights = np.zeros((count, max_seq_length), np.float32)
+    padding_mask = np.zeros((count, max_seq_length), np.int32)
+    word_positions = []
+    budget = max_seq_length - 1  # the last slot is kept for [SEP]
+    for i, (sentence, sentence_tags) in enumerate(zip(sentences, tags)):
+        if len(sentence_tags) != len(sentence.words):
+            raise ValueError(f"sentence {i}: {len(sentence.words)} words but "
+                             f"{len(sentence_tags)} tags")
+        ids, positions = [tokenizer.cls_id], []
+        for word, tag in zip(sentence.words, sentence_tags):
+            if tag not in label_index:
+                raise ValueError(f"sentence {i}: tag {tag!r} is not one of {tuple(label_names)}")
+            word_pieces = pieces_of[word]
+            if not word_pieces or len(ids) + 1 > budget:
+                positions.append(-1)
+                continue
+            positions.append(len(ids))
+            label_ids[i, len(ids)] = label_index[tag]
+            label_weights[i, len(ids)] = 1.0
+            ids.extend(word_pieces[:budget - len(ids)])
+        ids.append(tokenizer.sep_id)
+        token_ids[i, :len(ids)] = ids
+        padding_mask[i, :len(ids)] = 1
+        word_positions.append(positions)
+    table = {"index": np.arange(count, dtype=np.int64), "token_ids": token_ids,
+             "padding_mask": padding_mask, "label_ids": label_ids,
+             "label_weights": label_weights}
+    return SentenceFeatures(table, word_positions)
 
 
 def write_predictions(path, sentences, predicted_labels):

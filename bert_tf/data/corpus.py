@@ -228,21 +228,3 @@ def _as_dense(document):
     # identity map makes the element spec a plain `TensorSpec([None])`.
     return document
 
-
-def _as_pattern_list(file_patterns):
-    if isinstance(file_patterns, bytes):
-        file_patterns = file_patterns.decode("utf-8")
-    if isinstance(file_patterns, str):
-        patterns = [file_patterns]
-    else:
-        try:
-            patterns = list(file_patterns)
-        except TypeError:
-            raise ValueError(
-                f"Expected a file pattern or a list of them, got {file_patterns!r}."
-            ) from None
-    if not all(isinstance(pattern, str) for pattern in patterns):
-        raise ValueError(f"File patterns must be strings, got {file_patterns!r}.")
-    if not patterns or not all(pattern.strip() for pattern in patterns):
-        raise ValueError(f"Expected non-empty corpus file patterns, got {file_patterns!r}.")
-    return patterns

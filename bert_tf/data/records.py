@@ -147,7 +147,8 @@ def record_shapes(serialized, path="<record>"):
     try:
         example = tf.train.Example.FromString(serialized)
     except Exception as error:  # protobuf's DecodeError type varies by backend
-        raise CorruptRecordError(path, 0, f"record 0 is not a tf.train.Example ({error})")
+        raise CorruptRecordError(
+            path, 0, f"record 0 is not a tf.train.Example ({error})") from None
     features = example.features.feature
     missing = [name for name in FEATURE_NAMES[:-1] if name not in features]
     if missing:

@@ -30,7 +30,8 @@ Approximations, by design (the corpus is streamed, never held in memory):
   Union corpus at max_seq_length 128) against the paper's 50 %. Only a
   document's last sentence, alone in its chunk, is always NotNext.
 * `truncate_seq_pair` is reproduced in closed form: the final lengths are
-  deterministic and the number of tokens cut from the front of a side is
+  deterministic (`bert_tf.text.segment_packer.truncated_lengths`, the
+  formula fine-tuning packs pairs with) and the number of tokens cut from the front of a side is
   Binomial(cut, 0.5), the distribution of BERT's one-coin-per-token loop.
 
 Without NSP (`nsp=False`) each instance is a single segment of consecutive
@@ -44,24 +45,14 @@ S max_seq_length.
 
 import tensorflow as tf
 
+from bert_tf.text.segment_packer import truncated_lengths
+
 # Tags folded into the window seed so the draws of each purpose are independent.
 _CHUNK_TAG = 1
 _TRUNCATE_A_TAG = 2
 _TRUNCATE_B_TAG = 3
 # Number of uniform draws per document per chunk in `_chunk_spans`.
 _DRAWS = 6
-
-
-def truncated_pair_lengths(len_a, len_b, max_num_tokens):
-    """Lengths of A and B after BERT's `truncate_seq_pair`.
-
-    The loop removes one token from the longer side (B on a tie) until the pair
-    fits, so the final lengths depend only on the input lengths.
-    """
-    half_up = (max_num_tokens + 1) // 2
-    new_a = tf.minimum(len_a, tf.maximum(half_up, max_num_tokens - len_b))
-    new_b = tf.minimum(len_b, max_num_tokens - new_a)
-    return new_a, new_b
 
 
 def _uniform_index(u, n):
@@ -206,7 +197,7 @@ def make_instances(document_tokens, seed, *, max_seq_length, cls_id, sep_id, pad
     len_a = tf.gather(sentence_offsets, a_limit) - a_first
     len_b = tf.gather(sentence_offsets, b_limit) - b_first
     if nsp:
-        new_a, new_b = truncated_pair_lengths(len_a, len_b, max_num_tokens)
+        new_a, new_b = truncated_lengths(len_a, len_b, max_num_tokens)
     else:
         new_a, new_b = tf.minimum(len_a, max_num_tokens), len_b
     a_first += _front_cut(len_a - new_a, seed, _TRUNCATE_A_TAG)

@@ -37,11 +37,6 @@ class Page:
     redirect: bool
     text: str
 
-    @property
-    def is_article(self):
-        """Whether the page is a main-namespace page that is not a redirect."""
-        return self.namespace == ARTICLE_NAMESPACE and not self.redirect
-
 
 @dataclasses.dataclass
 class ConversionStats:

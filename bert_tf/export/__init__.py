@@ -4,7 +4,8 @@
 
 `export_model_dir` / `export_model` write `EXPORTS/NAME/<version>/`;
 `load_export` loads one for prediction. See `serving_module` for the
-signatures and `op_allowlist` for the TF Serving op contract.
+signatures, `kinds` for what each task kind serves and `op_allowlist` for
+the TF Serving op contract.
 """
 
 __all__ = ["export_model", "export_model_dir", "load_export", "LoadedExport"]

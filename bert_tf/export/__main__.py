@@ -5,10 +5,9 @@
 """
 
 import argparse
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bert_tf import console
 
 
 def build_parser():
@@ -26,18 +25,21 @@ def build_parser():
     parser.add_argument("--max_seq_length", type=int, default=None,
                         help="overrides the task's max_seq_length (required when the "
                              "model directory records no task)")
+    console.add_verbose_flag(parser)
     return parser
 
 
 def main(argv=None):
     """Runs the export; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    console.setup(args.verbose)
     from bert_tf.export.exporter import export_model_dir
 
     try:
         path = export_model_dir(args.model_dir, args.export_dir, args.version,
                                 args.max_seq_length)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+    # OSError covers a missing or unreadable directory and an existing version.
+    except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(path)

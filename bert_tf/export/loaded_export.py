@@ -1,7 +1,10 @@
 """`load_export`: an exported SavedModel, ready for prediction from Python."""
 
+from __future__ import annotations
+
 import json
 import os
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -17,7 +20,7 @@ class LoadedExport:
       path: an export version directory (`EXPORTS/NAME/<version>`).
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str):
         metadata_path = os.path.join(path, "assets.extra", METADATA_FILE)
         if not os.path.isfile(metadata_path):
             raise FileNotFoundError(
@@ -28,17 +31,28 @@ class LoadedExport:
         self._saved_model = tf.saved_model.load(path)
         self.signatures = self._saved_model.signatures
 
-    def input_names(self, signature="serving_default"):
-        """The input names of a signature, in `predict`'s positional order."""
+    def input_names(self, signature: str = "serving_default") -> list[str]:
+        """The input names of a signature, in `predict`'s positional order.
+
+        Args:
+          signature: "serving_default", "encode" or "serve_token_ids".
+        """
         return self.metadata["signatures"][signature]
 
-    def predict(self, *args, signature="serving_default", **inputs):
+    def predict(self, *args: Any, signature: str = "serving_default",
+                **inputs: Any) -> dict[str, np.ndarray]:
         """Runs a signature; returns {output name: numpy array}.
 
-        Inputs are given by name (`text=[...]`) or positionally in the order
-        of `input_names(signature)` (`text`, `text_pair`; `question`,
-        `context`; `context`, `choices`). String outputs are
-        returned as arrays of Python `str`.
+        String outputs are returned as arrays of Python `str`.
+
+        Args:
+          *args: inputs in the order of `input_names(signature)` (`text`,
+            `text_pair`; `question`, `context`; `context`, `choices`).
+          signature: the signature to run.
+          **inputs: inputs by name, e.g. `text=[...]`.
+
+        Raises:
+          TypeError: naming the missing, unknown or surplus inputs.
         """
         names = self.input_names(signature)
         if len(args) > len(names):
@@ -65,6 +79,14 @@ def _to_numpy(tensor):
     return array
 
 
-def load_export(path):
-    """Loads an export version directory for prediction (see `LoadedExport`)."""
+def load_export(path: str) -> LoadedExport:
+    """Loads an export version directory for prediction (see `LoadedExport`).
+
+    Args:
+      path: an export version directory (`EXPORTS/NAME/<version>`), as
+        written by `export_model` / `python -m bert_tf.export`.
+
+    Raises:
+      FileNotFoundError: `path` has no `assets.extra/bert_tf_export.json`.
+    """
     return LoadedExport(path)

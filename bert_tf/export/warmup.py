@@ -2,40 +2,37 @@
 
 A TFRecord file of `PredictionLog` protos; the model server replays them
 when it loads the version, so the first client request does not pay for
-graph initialisation.
+graph initialisation. The requests' inputs come from the record's serving
+kind (`kinds.ServingKind.sample_inputs`).
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Sequence
 
 import tensorflow as tf
 
+from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.export import kinds
+
 WARMUP_FILE = "tf_serving_warmup_requests"
 
-_SENTENCES = ("the film is a delight from start to finish .",
-              "A dull, lifeless remake that never finds its footing.")
-_CONTEXT = "The Eiffel Tower was completed in 1889 and stands in Paris, France."
 
+def write_warmup_requests(saved_model_dir: str, model_name: str, record: TaskRecord,
+                          batch_sizes: Sequence[int] = (1, 2)) -> str:
+    """Writes one request per batch size for `serving_default`; returns the path.
 
-def sample_inputs(task_info):
-    """Representative `serving_default` inputs for a task: {name: list}."""
-    kind = task_info["kind"]
-    if kind == "span_labeler":
-        return {"question": ["Where is the Eiffel Tower?", "When was it completed?"],
-                "context": [_CONTEXT, _CONTEXT]}
-    if kind == "multiple_choice":
-        choices = [f"choice {i} of the ending ." for i in range(task_info["num_choices"])]
-        return {"context": [_SENTENCES[0]], "choices": [choices]}
-    if kind in ("classifier", "regressor") and task_info.get("text_inputs", 1) == 2:
-        return {"text": list(_SENTENCES), "text_pair": list(reversed(_SENTENCES))}
-    return {"text": list(_SENTENCES)}
-
-
-def write_warmup_requests(saved_model_dir, model_name, task_info, batch_sizes=(1, 2)):
-    """Writes one request per batch size for `serving_default`; returns the path."""
+    Args:
+      saved_model_dir: the export version directory being written.
+      model_name: the model name TF Serving serves it under (the export base's name).
+      record: the export's `TaskRecord`; its kind supplies the sample inputs.
+      batch_sizes: one request of each batch size.
+    """
     # Imported here: only exporting needs the serving protos.
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-    inputs = sample_inputs(task_info)
+    inputs = kinds.serving_kind(record.kind).sample_inputs(record)
     directory = os.path.join(saved_model_dir, "assets.extra")
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, WARMUP_FILE)

@@ -14,11 +14,21 @@ class BertEmbeddings(keras.layers.Layer):
     Sums word, learned absolute position and segment (token type) embeddings,
     then applies LayerNorm and dropout. Takes `token_ids` and `segment_ids`
     of shape [B, S] and returns [B, S, D].
+
+    Args:
+      vocab_size: rows V of the word-embedding table.
+      hidden_size: embedding width D.
+      max_position_embeddings: rows of the position table (longest S).
+      type_vocab_size: rows of the segment table.
+      layer_norm_epsilon: LayerNorm's epsilon.
+      dropout: dropout rate on the normalised sum.
+      initializer_range: stddev of the truncated-normal initializers.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512,
-                 type_vocab_size=2, layer_norm_epsilon=1e-12, dropout=0.1,
-                 initializer_range=0.02, **kwargs):
+    def __init__(self, vocab_size: int, hidden_size: int, max_position_embeddings: int = 512,
+                 type_vocab_size: int = 2, layer_norm_epsilon: float = 1e-12,
+                 dropout: float = 0.1, initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size

@@ -26,10 +26,17 @@ class BertSelfAttention(keras.layers.Layer):
     1 / sqrt(H) scaling is folded into the query projection when it is a
     power of two (exact in any dtype; H = 64 in every BERT size), else
     applied to the float32 scores.
+
+    Args:
+      num_heads: attention heads N (`hidden_size` divisible by N).
+      hidden_size: input and output width D.
+      attention_dropout: dropout rate on the attention probabilities.
+      initializer_range: stddev of the truncated-normal initializers.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, num_heads, hidden_size, attention_dropout=0.1,
-                 initializer_range=0.02, **kwargs):
+    def __init__(self, num_heads: int, hidden_size: int, attention_dropout: float = 0.1,
+                 initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_heads:
             raise ValueError(

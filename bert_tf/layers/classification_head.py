@@ -12,9 +12,16 @@ class ClassificationHead(keras.layers.Layer):
 
     Input [B, D]; float32 logits [B, L]. With `num_classes=1` the single
     output is a regression score (STS-B).
+
+    Args:
+      num_classes: output width L (1 for regression).
+      dropout: dropout rate on the pooled output.
+      initializer_range: stddev of the dense kernel's initializer.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, num_classes, dropout=0.1, initializer_range=0.02, **kwargs):
+    def __init__(self, num_classes: int, dropout: float = 0.1,
+                 initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")

@@ -20,10 +20,18 @@ class MaskedLMHead(keras.layers.Layer):
 
     `word_embeddings` is the encoder's `keras.layers.Embedding`; it is not part
     of this layer's config and must be passed again when rebuilding.
+
+    Args:
+      word_embeddings: the encoder's word-embedding layer (tied output).
+      hidden_act: activation of the transform, as the encoder's.
+      layer_norm_epsilon: LayerNorm's epsilon.
+      initializer_range: stddev of the transform's kernel initializer.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, word_embeddings, hidden_act="gelu", layer_norm_epsilon=1e-12,
-                 initializer_range=0.02, **kwargs):
+    def __init__(self, word_embeddings: keras.layers.Embedding, hidden_act: str = "gelu",
+                 layer_norm_epsilon: float = 1e-12, initializer_range: float = 0.02,
+                 **kwargs):
         super().__init__(**kwargs)
         self.word_embeddings = word_embeddings
         self.hidden_act = hidden_act

@@ -13,9 +13,16 @@ class MultipleChoiceHead(keras.layers.Layer):
     Input: pooled outputs of the flattened choices [B * C, D]. Output: float32
     logits [B, C]; a softmax across the last axis gives the choice
     probabilities.
+
+    Args:
+      num_choices: choices C per example; B * C rows come in.
+      dropout: dropout rate on the pooled outputs.
+      initializer_range: stddev of the dense kernel's initializer.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, num_choices, dropout=0.1, initializer_range=0.02, **kwargs):
+    def __init__(self, num_choices: int, dropout: float = 0.1,
+                 initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         if num_choices < 2:
             raise ValueError(f"num_choices must be >= 2, got {num_choices}")

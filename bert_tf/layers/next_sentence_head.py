@@ -9,9 +9,13 @@ class NextSentenceHead(keras.layers.Layer):
     """Two-way IsNext / NotNext classifier on the pooled output.
 
     Input [B, D]; float32 logits [B, 2] (index 0 = IsNext, as in BERT).
+
+    Args:
+      initializer_range: stddev of the dense kernel's initializer.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, initializer_range=0.02, **kwargs):
+    def __init__(self, initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         self.initializer_range = initializer_range
 

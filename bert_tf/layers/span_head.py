@@ -9,9 +9,13 @@ class SpanHead(keras.layers.Layer):
     """A dense layer of width 2 over the sequence output.
 
     Input [B, S, D]; returns float32 `(start_logits, end_logits)`, each [B, S].
+
+    Args:
+      initializer_range: stddev of the dense kernel's initializer.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, initializer_range=0.02, **kwargs):
+    def __init__(self, initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         self.initializer_range = initializer_range
 

@@ -11,9 +11,16 @@ class TokenClassificationHead(keras.layers.Layer):
     """Dropout then a dense layer over the sequence output.
 
     Input [B, S, D]; float32 logits [B, S, L].
+
+    Args:
+      num_labels: output width L (tags).
+      dropout: dropout rate on the sequence output.
+      initializer_range: stddev of the dense kernel's initializer.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, num_labels, dropout=0.1, initializer_range=0.02, **kwargs):
+    def __init__(self, num_labels: int, dropout: float = 0.1,
+                 initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")

@@ -17,11 +17,23 @@ class TransformerBlock(keras.layers.Layer):
     Input [B, S, D] and an additive attention bias; output [B, S, D].
     The feed-forward network runs on the flattened [B * S, D] rows, where a
     matmul and its bias add can fuse into one kernel.
+
+    Args:
+      num_heads: attention heads N.
+      hidden_size: input and output width D.
+      intermediate_size: width of the feed-forward layer.
+      hidden_act: feed-forward activation (see `activations`).
+      hidden_dropout: dropout rate on the attention and feed-forward outputs.
+      attention_dropout: dropout rate on the attention probabilities.
+      layer_norm_epsilon: LayerNorm's epsilon.
+      initializer_range: stddev of the truncated-normal initializers.
+      **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
     """
 
-    def __init__(self, num_heads, hidden_size, intermediate_size,
-                 hidden_act="gelu", hidden_dropout=0.1, attention_dropout=0.1,
-                 layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs):
+    def __init__(self, num_heads: int, hidden_size: int, intermediate_size: int,
+                 hidden_act: str = "gelu", hidden_dropout: float = 0.1,
+                 attention_dropout: float = 0.1, layer_norm_epsilon: float = 1e-12,
+                 initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.hidden_size = hidden_size

@@ -3,6 +3,7 @@
 import keras
 
 from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import TaskModel, encoder_inputs
 
 
@@ -11,10 +12,17 @@ class BertClassifier(TaskModel):
     """Encoder + classification head on the pooled output.
 
     Output `logits` [B, num_classes] (float32); `num_classes=1` gives a
-    regression score. `dropout` defaults to the encoder's hidden dropout.
+    regression score.
+
+    Args:
+      encoder: the `BertEncoder` whose pooled output is classified.
+      num_classes: number of classes (1: one regression score).
+      dropout: dropout before the head; None: the encoder's hidden dropout.
+      **kwargs: `keras.Model` arguments (`name`, `trainable`).
     """
 
-    def __init__(self, encoder, num_classes, dropout=None, **kwargs):
+    def __init__(self, encoder: BertEncoder, num_classes: int, dropout: float | None = None,
+                 **kwargs):
         config = encoder.encoder_config
         dropout = config.hidden_dropout if dropout is None else dropout
         inputs = encoder_inputs()

@@ -24,15 +24,34 @@ class BertEncoder(keras.Model):
     `encoder_outputs`, a list of every layer's output [B, S, D], for the
     feature-based approach.
 
-    The constructor arguments are the fields of `EncoderConfig`; build from a
-    config with `BertEncoder.from_encoder_config(config)`.
+    The constructor arguments are the fields of `EncoderConfig` (checked
+    there, before any layer is built); build from a config with
+    `BertEncoder.from_encoder_config(config)`.
+
+    Args:
+      vocab_size: WordPiece vocabulary size V.
+      hidden_size: width D of every layer.
+      num_layers: number of Transformer blocks L.
+      num_heads: attention heads N per block (D divisible by N).
+      intermediate_size: width of each block's feed-forward layer.
+      hidden_act: feed-forward activation: "gelu" (exact erf) or "gelu_tanh"
+        (and the other names in `bert_tf.layers.activations`).
+      hidden_dropout: dropout on embeddings and block outputs.
+      attention_dropout: dropout on the attention probabilities.
+      max_position_embeddings: longest sequence the position table covers.
+      type_vocab_size: number of segment types (2 in BERT).
+      initializer_range: stddev of the truncated-normal initializers.
+      layer_norm_epsilon: LayerNorm's epsilon.
+      dtype: Keras dtype policy (e.g. "mixed_bfloat16"); None: the global one.
+      **kwargs: `keras.Model` arguments (`name`, `trainable`).
     """
 
-    def __init__(self, vocab_size=30522, hidden_size=768, num_layers=12, num_heads=12,
-                 intermediate_size=3072, hidden_act="gelu", hidden_dropout=0.1,
-                 attention_dropout=0.1, max_position_embeddings=512,
-                 type_vocab_size=2, initializer_range=0.02,
-                 layer_norm_epsilon=1e-12, dtype=None, **kwargs):
+    def __init__(self, vocab_size: int = 30522, hidden_size: int = 768, num_layers: int = 12,
+                 num_heads: int = 12, intermediate_size: int = 3072, hidden_act: str = "gelu",
+                 hidden_dropout: float = 0.1, attention_dropout: float = 0.1,
+                 max_position_embeddings: int = 512, type_vocab_size: int = 2,
+                 initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
+                 dtype: str | keras.DTypePolicy | None = None, **kwargs):
         # Validates every field before any layer is created.
         config = EncoderConfig(
             vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
@@ -93,7 +112,7 @@ class BertEncoder(keras.Model):
         self.pooler = pooler
 
     @classmethod
-    def from_encoder_config(cls, config, **kwargs):
+    def from_encoder_config(cls, config: EncoderConfig, **kwargs) -> "BertEncoder":
         """Builds an encoder from an `EncoderConfig` (kwargs: `name`, `dtype`)."""
         return cls(**config.to_dict(), **kwargs)
 

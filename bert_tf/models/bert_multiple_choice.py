@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bert_tf.layers.multiple_choice_head import MultipleChoiceHead
+from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import TaskModel, encoder_inputs
 
 
@@ -24,9 +25,16 @@ class BertMultipleChoice(TaskModel):
 
     Inputs: the encoder's keys with shape [B, C, S]. Output `logits` [B, C]
     (float32); softmax over the last axis gives the choice probabilities.
+
+    Args:
+      encoder: the `BertEncoder` run on every choice's sequence.
+      num_choices: choices C per example (4 in SWAG).
+      dropout: dropout before the head; None: the encoder's hidden dropout.
+      **kwargs: `keras.Model` arguments (`name`, `trainable`).
     """
 
-    def __init__(self, encoder, num_choices=4, dropout=None, **kwargs):
+    def __init__(self, encoder: BertEncoder, num_choices: int = 4,
+                 dropout: float | None = None, **kwargs):
         config = encoder.encoder_config
         dropout = config.hidden_dropout if dropout is None else dropout
         inputs = encoder_inputs(sequence_shape=(num_choices, None))

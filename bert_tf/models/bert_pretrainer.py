@@ -4,6 +4,7 @@ import keras
 
 from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.layers.next_sentence_head import NextSentenceHead
+from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import TaskModel, encoder_inputs
 
 
@@ -15,9 +16,14 @@ class BertPretrainer(TaskModel):
     plus `masked_lm_positions` [B, P]. Outputs: `mlm_logits` [B, P, V]
     (float32, output projection tied to the word embeddings) and, with
     `use_nsp=True`, `nsp_logits` [B, 2].
+
+    Args:
+      encoder: the `BertEncoder`; the MLM head shares its word embeddings.
+      use_nsp: add the next-sentence head (False: MLM only, as RoBERTa).
+      **kwargs: `keras.Model` arguments (`name`, `trainable`).
     """
 
-    def __init__(self, encoder, use_nsp=True, **kwargs):
+    def __init__(self, encoder: BertEncoder, use_nsp: bool = True, **kwargs):
         config = encoder.encoder_config
         inputs = encoder_inputs()
         inputs["masked_lm_positions"] = keras.Input(

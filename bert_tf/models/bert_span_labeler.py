@@ -3,6 +3,7 @@
 import keras
 
 from bert_tf.layers.span_head import SpanHead
+from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import TaskModel, encoder_inputs
 
 
@@ -12,9 +13,13 @@ class BertSpanLabeler(TaskModel):
 
     For SQuAD v2.0 the no-answer score is read from position 0 ([CLS]), as in
     BERT.
+
+    Args:
+      encoder: the `BertEncoder` whose sequence output is scored.
+      **kwargs: `keras.Model` arguments (`name`, `trainable`).
     """
 
-    def __init__(self, encoder, **kwargs):
+    def __init__(self, encoder: BertEncoder, **kwargs):
         config = encoder.encoder_config
         inputs = encoder_inputs()
         head = SpanHead(initializer_range=config.initializer_range,

@@ -3,14 +3,23 @@
 import keras
 
 from bert_tf.layers.token_classification_head import TokenClassificationHead
+from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import TaskModel, encoder_inputs
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertTokenClassifier(TaskModel):
-    """Encoder + token-classification head: `logits` [B, S, num_labels]."""
+    """Encoder + token-classification head: `logits` [B, S, num_labels] (float32).
 
-    def __init__(self, encoder, num_labels, dropout=None, **kwargs):
+    Args:
+      encoder: the `BertEncoder` whose sequence output is tagged.
+      num_labels: number of tags K.
+      dropout: dropout before the head; None: the encoder's hidden dropout.
+      **kwargs: `keras.Model` arguments (`name`, `trainable`).
+    """
+
+    def __init__(self, encoder: BertEncoder, num_labels: int, dropout: float | None = None,
+                 **kwargs):
         config = encoder.encoder_config
         dropout = config.hidden_dropout if dropout is None else dropout
         inputs = encoder_inputs()

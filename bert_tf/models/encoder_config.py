@@ -17,7 +17,22 @@ class EncoderConfig:
     `hidden_act` defaults to the exact (erf) GELU, which Hugging Face BERT
     checkpoints use. Google's original TF1 checkpoints and Model Garden's
     `BertEncoderV2` use the tanh approximation ("gelu_tanh"); importers set
-    the field from the checkpoint's own config.
+    the field from the checkpoint's own config. Every field is checked on
+    construction (a `ValueError` names the field).
+
+    Attributes:
+      vocab_size: WordPiece vocabulary size.
+      hidden_size: width of every layer (divisible by `num_heads`).
+      num_layers: number of Transformer blocks.
+      num_heads: attention heads per block.
+      intermediate_size: width of each block's feed-forward layer.
+      hidden_act: feed-forward activation, one of `SUPPORTED_ACTIVATIONS`.
+      hidden_dropout: dropout on embeddings and block outputs, in [0, 1).
+      attention_dropout: dropout on the attention probabilities, in [0, 1).
+      max_position_embeddings: longest sequence the position table covers.
+      type_vocab_size: number of segment types (2 in BERT).
+      initializer_range: stddev of the truncated-normal initializers.
+      layer_norm_epsilon: LayerNorm's epsilon.
     """
 
     vocab_size: int = 30522
@@ -55,27 +70,29 @@ class EncoderConfig:
                 raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {value!r}")
 
     @property
-    def head_size(self):
+    def head_size(self) -> int:
+        """Width of one attention head."""
         return self.hidden_size // self.num_heads
 
-    def to_dict(self):
+    def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values, source="config"):
+    def from_dict(cls, values: dict, source: str = "config") -> "EncoderConfig":
         """Builds a config from a dict, strictly: unknown keys and wrong types
         raise `bert_tf.config.ConfigError` naming the key."""
         from bert_tf import config
 
         return config.from_dict(cls, values, source)
 
-    def replace(self, **changes):
+    def replace(self, **changes) -> "EncoderConfig":
+        """A copy with the given fields changed (and checked again)."""
         return dataclasses.replace(self, **changes)
 
     # --- bert_config.json / Hugging Face config.json vocabulary -------------
 
     @classmethod
-    def from_bert_config(cls, values, source="bert_config.json"):
+    def from_bert_config(cls, values: dict, source: str = "bert_config.json") -> "EncoderConfig":
         """Reads Google's `bert_config.json` or a Hugging Face BERT `config.json`."""
         required = ("vocab_size", "hidden_size", "num_hidden_layers",
                     "num_attention_heads", "intermediate_size")
@@ -101,7 +118,7 @@ class EncoderConfig:
             layer_norm_epsilon=float(values.get("layer_norm_eps", 1e-12)),
         )
 
-    def to_bert_config(self):
+    def to_bert_config(self) -> dict:
         """The `bert_config.json` form (also valid as a HF BERT config)."""
         return {
             "vocab_size": self.vocab_size,

@@ -38,12 +38,12 @@ for _alias, _target in _ALIASES.items():
     PRESETS[_alias] = PRESETS[_target]
 
 
-def preset_names():
+def preset_names() -> list[str]:
     """All preset names, sorted."""
     return sorted(PRESETS)
 
 
-def get_preset(name, **overrides):
+def get_preset(name: str, **overrides) -> EncoderConfig:
     """The `EncoderConfig` of a named preset, optionally with fields replaced.
 
     Accepts "bert_base", "bert_tiny", "bert_L-4_H-256_A-4" and the same names

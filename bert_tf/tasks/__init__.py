@@ -1,15 +1,22 @@
 """Tasks: the math of one replica (model, loss, metrics) for each kind of training.
 
-An experiment config names its task in its top-level `task` key; the task's
-module defines the config dataclass for the whole experiment, so loading is
-strict for every section.
+Every task implements `bert_tf.tasks.base.Task`. An experiment config names
+its task in its top-level `task` key, which this registry maps to the task
+class; the task's module defines the config dataclass for the whole
+experiment, so loading is strict for every section. The built-in tasks are
+imported when first named; `register_task` adds another.
 """
 
+from __future__ import annotations
+
+import dataclasses
 import importlib
+import logging
 
 from bert_tf import config as config_lib
 
-TASKS = {
+# name -> (module, class name) of a built-in task, or a class given to `register_task`.
+TASKS: dict[str, tuple[str, str] | type] = {
     "pretraining": ("bert_tf.tasks.pretraining", "PretrainingTask"),
     "glue": ("bert_tf.tasks.glue", "GlueTask"),
     "squad": ("bert_tf.tasks.squad", "SquadTask"),
@@ -18,16 +25,63 @@ TASKS = {
 }
 
 
-def task_class(name):
-    """The task class registered under `name`."""
+def register_task(task_class: type) -> type:
+    """Registers `task_class` under its `name`, so experiment configs can name it.
+
+    Args:
+      task_class: a concrete subclass of `bert_tf.tasks.base.Task` whose
+        `config_class` is a dataclass with a `task` field defaulting to `name`.
+
+    Returns:
+      `task_class` (so this works as a class decorator).
+
+    Raises:
+      TypeError: not a `Task` subclass, or no experiment dataclass.
+      ValueError: the name is taken, or the config's `task` default differs.
+    """
+    from bert_tf.tasks.base import Task
+
+    if not (isinstance(task_class, type) and issubclass(task_class, Task)):
+        raise TypeError(f"register_task takes a subclass of bert_tf.tasks.base.Task, "
+                        f"got {task_class!r}")
+    name = getattr(task_class, "name", None)
+    config_class = getattr(task_class, "config_class", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{task_class.__name__}.name must be a non-empty string, got {name!r}")
+    if not dataclasses.is_dataclass(config_class):
+        raise TypeError(f"{task_class.__name__}.config_class must be an experiment "
+                        f"dataclass, got {config_class!r}")
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    if "task" not in fields or fields["task"].default != name:
+        raise ValueError(f"{config_class.__name__}.task must default to {name!r}, the "
+                         f"task's name")
+    if name in TASKS:
+        raise ValueError(f"a task named {name!r} is already registered")
+    TASKS[name] = task_class
+    return task_class
+
+
+def task_class(name: str) -> type:
+    """The task class registered under `name`.
+
+    Raises:
+      ConfigError: no task of that name.
+    """
     if name not in TASKS:
         raise config_lib.ConfigError(f"unknown task {name!r}; expected one of {sorted(TASKS)}")
-    module, attribute = TASKS[name]
+    entry = TASKS[name]
+    if isinstance(entry, type):
+        return entry
+    module, attribute = entry
     return getattr(importlib.import_module(module), attribute)
 
 
-def load_experiment(path, overrides=()):
-    """(task class, resolved experiment config) from a YAML file plus `a.b=c` overrides."""
+def load_experiment(path: str, overrides=()):
+    """(task class, resolved experiment config) from a YAML file plus `a.b=c` overrides.
+
+    Raises:
+      ConfigError: naming the file and key at fault.
+    """
     values = config_lib.load_yaml(path)
     if not isinstance(values, dict):
         raise config_lib.ConfigError(f"{path}: expected a mapping at the top level")
@@ -39,4 +93,21 @@ def load_experiment(path, overrides=()):
     experiment = config_lib.load_config(cls.config_class, path, overrides)
     if experiment.task != name:
         raise config_lib.ConfigError(f"--set cannot change the task ({name!r} in {path})")
-    return cls, experiment
+    return cls, _explicit_steps_win(experiment, overrides, path)
+
+
+def _explicit_steps_win(experiment, overrides, path):
+    """`--set trainer.train_steps=N` decides the step count over the file's `train_epochs`.
+
+    Fine-tuning configs set `train_epochs` (the trainer turns it into steps); a
+    step count given on the command line is the more explicit wish.
+    """
+    keys = {override.split("=", 1)[0].strip() for override in overrides}
+    trainer = experiment.trainer
+    if ("trainer.train_steps" in keys and "trainer.train_epochs" not in keys
+            and trainer.train_epochs):
+        logging.info("--set trainer.train_steps=%d replaces trainer.train_epochs=%g of %s",
+                     trainer.train_steps, trainer.train_epochs, path)
+        trainer = dataclasses.replace(trainer, train_epochs=0.0)
+        experiment = dataclasses.replace(experiment, trainer=trainer)
+    return experiment

@@ -19,6 +19,7 @@ small head. The pieces common to all of them live here:
 Shapes: B batch, S sequence length, C choices.
 """
 
+import abc
 import dataclasses
 import os
 
@@ -26,10 +27,15 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import assign, loading, native, weight_map
+from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.encoder_config import EncoderConfig
-from bert_tf.tasks.pretraining import (check_data_fits_encoder, check_encoder_fits,
-                                      encoder_config_differences)
+from bert_tf.tasks.base import (
+    Task,
+    check_data_fits_encoder,
+    check_encoder_fits,
+    encoder_config_differences,
+)
 from bert_tf.text import tokenizer_contract
 from bert_tf.text.segment_packer import SegmentPacker
 from bert_tf.text.tokenizer import BertTokenizer
@@ -105,38 +111,40 @@ def trim_padding(inputs, sequence_keys, multiple=PAD_TO_MULTIPLE):
 
 
 def _pad_sequence_axis(arrays, width):
-    """Concatenates [b_i, s_i, ...] arrays along axis 0, zero-padding axis 1 to `width`."""
+    """Concatenates [b_i, s_i, ...] logits along axis 0, padding axis 1 to `width` with -inf.
+
+    A batch cut to its longest sequence has no logits past that length;
+    -inf says so, where 0 would outrank every negative real logit in a
+    top-k (SQuAD's n-best) or an argmax.
+    """
     padded = []
     for array in arrays:
         pad = [(0, 0), (0, width - array.shape[1])] + [(0, 0)] * (array.ndim - 2)
-        padded.append(np.pad(array, pad))
+        padded.append(np.pad(array, pad, constant_values=-np.inf))
     return np.concatenate(padded, axis=0)
 
 
-class FinetuningTask:
+class FinetuningTask(Task):
     """Base of the fine-tuning tasks; subclasses define the model, the batches and the metric.
 
-    Subclasses set `config_class`, `name` and `kind` (the export kind) and
-    implement `_task_model(encoder)`, `_read_examples(source)`,
-    `_make_table(source)`, `make_batch(table, indices)`, `metric_sums` and
-    `evaluate_outputs` (and extend `export_info`). A source is "train" or
-    one of the evaluation sources (a GLUE split or a file).
+    Subclasses set `config_class`, `name` and `kind` (the task record's
+    kind) and implement `_task_model(encoder)`, `_read_examples(source)`,
+    `_make_table(source)`, `make_batch(table, indices)`, `metric_sums`,
+    `evaluate_outputs` and `record_fields`. A source is "train" or one of
+    the evaluation sources (a GLUE split or a file).
     """
 
-    config_class = None
-    name = None
-    kind = None
-    # Output keys whose axis 1 is the sequence (padded to max_seq_length when
-    # the batches of an evaluation are concatenated).
+    kind: str | None = None
+    # Output keys whose axis 1 is the sequence: logits, padded with -inf to
+    # max_seq_length when the batches of an evaluation are concatenated.
     sequence_outputs = ()
     # Label keys with a sequence axis (cut with the inputs).
     sequence_labels = ()
-    # The trainer's in-graph evaluation is for pretraining; fine-tuning
-    # evaluates on the host with `evaluate_model`.
-    has_eval_data = False
+    # Fine-tuning evaluates on the host with `evaluate_model`.
+    supports_evaluation = True
 
     def __init__(self, experiment):
-        self.experiment = experiment
+        super().__init__(experiment)
         self._tokenizer = None
         self._examples = {}
         self._tables = {}
@@ -197,7 +205,7 @@ class FinetuningTask:
         if encoder is None or not data.vocab_file or data.lower_case is None:
             raise ValueError("model.encoder, data.vocab_file and data.lower_case must be "
                              "resolved first (give --init_checkpoint)")
-        self.tokenizer_contract = check_data_fits_encoder(data, encoder)
+        self._tokenizer_contract = check_data_fits_encoder(data, encoder)
         # Built here, eagerly: its tables must not be created inside the
         # first tf.data function that happens to use it.
         self._tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
@@ -225,8 +233,9 @@ class FinetuningTask:
         encoder = BertEncoder.from_encoder_config(self.model_config.encoder, dtype=dtype)
         return self._task_model(encoder)
 
+    @abc.abstractmethod
     def _task_model(self, encoder):
-        raise NotImplementedError
+        """The task model (encoder plus head) on `encoder`."""
 
     def initialize(self, model, path):
         """Loads the encoder from a checkpoint of any format; the head starts fresh.
@@ -276,15 +285,17 @@ class FinetuningTask:
             self._tables[source] = table
         return self._tables[source]
 
+    @abc.abstractmethod
     def _read_examples(self, source):
-        raise NotImplementedError
+        """The examples of `source` as read from its file."""
 
+    @abc.abstractmethod
     def _make_table(self, source):
-        raise NotImplementedError
+        """`{column: numpy array}` of `source`'s examples, model-ready, `index` first."""
 
+    @abc.abstractmethod
     def make_batch(self, table, indices):
         """(inputs, labels) of the examples at `indices` (an int64 [B] tensor)."""
-        raise NotImplementedError
 
     def _finish_batch(self, inputs, labels):
         if not self.data.dynamic_padding:
@@ -356,8 +367,28 @@ class FinetuningTask:
             metrics.update({prefix + key: value for key, value in values.items()})
         return metrics
 
+    def check_sources(self, sources, output_dir=None):
+        """Each source is an existing file, and no two share the name their metrics
+        (`<name>/f1`) and prediction files are given (see `source_name`).
+
+        Args:
+          sources: data files; empty: `eval_sources`.
+          output_dir: where prediction files would go (unused here).
+        """
+        del output_dir
+        named = {}
+        for source in sources or self.eval_sources:
+            if not os.path.isfile(source):
+                raise FileNotFoundError(f"evaluation file {source} does not exist")
+            name = source_name(source)
+            if named.setdefault(name, source) != source:
+                raise ValueError(f"{named[name]} and {source} would both be reported and "
+                                 f"written as {name!r}; evaluate them separately")
+
+    @abc.abstractmethod
     def evaluate_outputs(self, source, outputs, output_dir=None):
-        raise NotImplementedError
+        """Official metrics of `source` from the model's `outputs` (and, with
+        `output_dir`, its prediction files)."""
 
     # The key of `evaluate_model`'s result that model selection maximises.
     main_metric_name = "accuracy"
@@ -389,9 +420,6 @@ class FinetuningTask:
         sums = self.metric_sums(labels, outputs, inputs)
         return sums["loss_sum"] / tf.maximum(denominators["count"], 1.0), sums
 
-    def metric_sums(self, labels, outputs, inputs):
-        raise NotImplementedError
-
     @staticmethod
     def example_count(labels, key):
         return tf.cast(tf.shape(labels[key])[0], tf.float32)
@@ -400,17 +428,20 @@ class FinetuningTask:
     def token_count(inputs):
         return tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
 
-    @staticmethod
-    def metrics(sums):
+    def metrics(self, sums):
         """Training loss and accuracy from summed `metric_sums` (Python floats)."""
         count = max(float(sums["count"]), 1e-9)
         return {"loss": float(sums["loss_sum"]) / count,
                 "accuracy": float(sums["correct"]) / count}
 
-    def export_info(self):
-        """The `task` record of `bert_tf_model.json` (read by `bert_tf.export`)."""
-        return {"name": self.name, "kind": self.kind,
-                "max_seq_length": self.data.max_seq_length}
+    def task_record(self):
+        """The record of this run's model: `kind`, the length, and `record_fields()`."""
+        return TaskRecord(kind=self.kind, name=self.name,
+                          max_seq_length=self.data.max_seq_length, **self.record_fields())
+
+    @abc.abstractmethod
+    def record_fields(self):
+        """The task record's fields for this task's kind (see `task_record.KIND_FIELDS`)."""
 
 
 # Extensions dropped from a file's name in metric names and output files

@@ -7,16 +7,20 @@ Tokenization and packing run in the input pipeline, in graph.
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import shared_data
 from bert_tf.data import glue as glue_data
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.tasks import glue_metrics
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
-                                      experiment_class, output_path)
+from bert_tf.tasks.finetuning import (
+    FinetuningDataConfig,
+    FinetuningTask,
+    experiment_class,
+    output_path,
+)
 
 
 @dataclasses.dataclass
@@ -25,8 +29,7 @@ class GlueDataConfig(FinetuningDataConfig):
 
     # One of bert_tf.data.glue.GLUE_TASKS, e.g. "sst2", "mrpc", "stsb".
     task_name: str = "sst2"
-    # The folder holding the task folders (SST-2/, MRPC/, ...); "" is
-    # bert_tf.shared_data's GLUE folder.
+    # Required: the folder holding the task folders (SST-2/, MRPC/, ...).
     data_dir: str = ""
 
 
@@ -50,10 +53,14 @@ class GlueTask(FinetuningTask):
 
     @property
     def data_dir(self):
-        return self.data.data_dir or shared_data.data_path("glue")
+        return self.data.data_dir
 
     def validate(self):
         glue_data.task_spec(self.data.task_name)  # an unknown name fails here, listing all
+        if not self.data.data_dir:
+            raise ValueError("data.data_dir is not set: give the folder holding the GLUE "
+                             "task folders (SST-2/, MRPC/, ...), e.g. "
+                             "--set data.data_dir=glue_data")
         super().validate()
 
     def _task_model(self, encoder):
@@ -71,6 +78,35 @@ class GlueTask(FinetuningTask):
     @property
     def main_metric_name(self):
         return self.spec.metric_names[0]
+
+    # -- evaluate / predict ----------------------------------------------------
+
+    # `--split dev`: GLUE names its sources by split.
+    source_type = "split"
+
+    @property
+    def prediction_sources(self):
+        return self.spec.test_splits
+
+    def check_sources(self, sources, output_dir=None):
+        """Each split is one of the task's and its file exists; an unlabelled
+        (test) split needs `output_dir`, as predictions are all it gives.
+
+        Args:
+          sources: split names; empty: `eval_sources`.
+          output_dir: where prediction files would go; None: metrics only.
+        """
+        spec = self.spec
+        for split in sources or self.eval_sources:
+            # Raises for a split the task does not have, listing its splits.
+            path = glue_data.split_path(spec.name, split, self.data_dir)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"no {split} file for GLUE task {spec.name!r}: "
+                                        f"{path} does not exist")
+            if split in spec.test_splits and not output_dir:
+                raise ValueError(f"the {split} split of {spec.name!r} has no labels, so it "
+                                 "has no metrics: only its prediction file can be written; "
+                                 "give an output directory (--output_dir)")
 
     def _read_examples(self, split):
         return glue_data.read_examples(self.data.task_name, split, self.data_dir)
@@ -135,14 +171,46 @@ class GlueTask(FinetuningTask):
         return metrics
 
     def write_predictions(self, source, predictions, output_dir):
-        """The GLUE submission TSV for `source` (any split) in `output_dir`."""
-        examples = self.examples(source)
-        return glue_data.write_submission(self.data.task_name, source, examples,
-                                          list(predictions), output_dir)
+        """Writes the predictions of the split `source` into `output_dir`; returns the path.
 
-    def export_info(self):
+        A test split gets the leaderboard's submission file (`SST-2.tsv`,
+        `MNLI-m.tsv`, ...). A labelled split (dev, MNLI's dev_matched, train)
+        gets `<TASK>_<split>_predictions.tsv` (`MRPC_dev_predictions.tsv`),
+        to read next to its metrics: a header `index prediction label`, then
+        per example its id, the predicted label name (STS-B: the score the
+        metric was computed on, unclipped) and the gold label.
+
+        Args:
+          source: a split of the task.
+          predictions: one label id (STS-B: one score) per example of `source`.
+          output_dir: created when missing.
+        """
+        spec, examples = self.spec, self.examples(source)
+        if source in spec.test_splits:
+            return glue_data.write_submission(self.data.task_name, source, examples,
+                                              list(predictions), output_dir)
+        if len(predictions) != len(examples):
+            raise ValueError(f"got {len(predictions)} predictions for the "
+                             f"{len(examples)} examples of {source!r}")
+        lines = ["index\tprediction\tlabel\n"]
+        for example, prediction in zip(examples, predictions):
+            if spec.is_regression:
+                # 9 significant digits give back the float32 score exactly, so
+                # the file reproduces the metric even for nearly equal scores.
+                predicted, gold = f"{float(prediction):.9g}", f"{example.label:.3f}"
+            else:
+                predicted, gold = spec.label_names[int(prediction)], example.label
+            lines.append(f"{example.guid}\t{predicted}\t{gold}\n")
+        path = output_path(output_dir, f"{spec.directory}_{source}_predictions.tsv")
+        # Written aside and renamed: an interrupted run leaves no half file.
+        with open(path + ".tmp", "w", encoding="utf-8", newline="") as f:
+            f.writelines(lines)
+        os.replace(path + ".tmp", path)
+        return path
+
+    def record_fields(self):
         spec = self.spec
-        info = super().export_info()
-        info.update({"glue_task": spec.name, "text_inputs": 2 if spec.is_pair else 1,
-                     "label_names": list(spec.label_names)})
-        return info
+        fields = {"dataset": spec.name, "text_inputs": 2 if spec.is_pair else 1}
+        if not spec.is_regression:
+            fields["label_names"] = spec.label_names
+        return fields

@@ -16,12 +16,16 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import shared_data
 from bert_tf.data import conll2003
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.tasks import conll_metrics
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
-                                      experiment_class, output_path, source_name)
+from bert_tf.tasks.finetuning import (
+    FinetuningDataConfig,
+    FinetuningTask,
+    experiment_class,
+    output_path,
+    source_name,
+)
 
 LABELS = conll2003.CONLL_LABELS
 OUTSIDE = "O"
@@ -32,7 +36,8 @@ LABEL_SCHEMES = ("iob1", "iob2")
 class NerDataConfig(FinetuningDataConfig):
     """CoNLL-format files: `word POS chunk NER` per line."""
 
-    # "": bert_tf.shared_data's eng.train / eng.testa + eng.testb.
+    # Required: the training file (eng.train) and the evaluation files
+    # (eng.testa, eng.testb), e.g. --set 'data.eval_files=[eng.testa, eng.testb]'.
     train_file: str = ""
     eval_files: list[str] = dataclasses.field(default_factory=list)
     # The tag scheme of the files, which predictions are written in: "iob1"
@@ -49,51 +54,6 @@ NerExperiment = experiment_class("NerExperiment", "ner", NerDataConfig,
                                  "A CoNLL-2003 NER fine-tuning run.")
 
 
-@dataclasses.dataclass
-class SentenceFeatures:
-    """Packed sentences and where each word's first piece landed."""
-
-    table: dict
-    # word_positions[i][j]: position of word j's first piece in sentence i,
-    # -1 when the word has no piece or was cut by max_seq_length.
-    word_positions: list
-
-
-def featurize(sentences, tokenizer, max_seq_length):
-    """Packs `[CLS] pieces [SEP]` per sentence with first-piece labels (IOB2 ids)."""
-    words = sorted({word for sentence in sentences for word in sentence.words})
-    pieces = tokenizer.tokenize(tf.constant(words)).to_list() if words else []
-    pieces_of = dict(zip(words, pieces))
-    label_index = {label: i for i, label in enumerate(LABELS)}
-    count = len(sentences)
-    token_ids = np.full((count, max_seq_length), tokenizer.pad_id, np.int32)
-    label_ids = np.zeros((count, max_seq_length), np.int32)
-    label_weights = np.zeros((count, max_seq_length), np.float32)
-    padding_mask = np.zeros((count, max_seq_length), np.int32)
-    word_positions = []
-    budget = max_seq_length - 1  # the last slot is kept for [SEP]
-    for i, sentence in enumerate(sentences):
-        ids, positions = [tokenizer.cls_id], []
-        labels = conll_metrics.to_iob2(list(sentence.labels))
-        for word, label in zip(sentence.words, labels):
-            word_pieces = pieces_of[word]
-            if not word_pieces or len(ids) + 1 > budget:
-                positions.append(-1)
-                continue
-            positions.append(len(ids))
-            label_ids[i, len(ids)] = label_index[label]
-            label_weights[i, len(ids)] = 1.0
-            ids.extend(word_pieces[:budget - len(ids)])
-        ids.append(tokenizer.sep_id)
-        token_ids[i, :len(ids)] = ids
-        padding_mask[i, :len(ids)] = 1
-        word_positions.append(positions)
-    table = {"index": np.arange(count, dtype=np.int64), "token_ids": token_ids,
-             "padding_mask": padding_mask, "label_ids": label_ids,
-             "label_weights": label_weights}
-    return SentenceFeatures(table, word_positions)
-
-
 class NerTask(FinetuningTask):
     """Fine-tunes a `BertTokenClassifier` on CoNLL-2003; scores entity-level F1."""
 
@@ -108,6 +68,16 @@ class NerTask(FinetuningTask):
         super().__init__(experiment)
         self._word_positions = {}
 
+    def validate(self):
+        if not self.data.train_file:
+            raise ValueError("data.train_file is not set: give a CoNLL-2003 file "
+                             "(eng.train), e.g. --set data.train_file=conll2003/eng.train")
+        if not self.data.eval_files:
+            raise ValueError("data.eval_files is not set: give the CoNLL-2003 evaluation "
+                             "files, e.g. --set 'data.eval_files=[conll2003/eng.testa, "
+                             "conll2003/eng.testb]'")
+        super().validate()
+
     def _task_model(self, encoder):
         return BertTokenClassifier(encoder, num_labels=len(LABELS),
                                    dropout=self.model_config.head_dropout)
@@ -115,21 +85,19 @@ class NerTask(FinetuningTask):
     # -- data ------------------------------------------------------------------
 
     @property
-    def train_file(self):
-        return self.data.train_file or shared_data.data_path("conll2003", "eng.train")
-
-    @property
     def eval_sources(self):
-        return tuple(self.data.eval_files) or (
-            shared_data.data_path("conll2003", "eng.testa"),
-            shared_data.data_path("conll2003", "eng.testb"))
+        return tuple(self.data.eval_files)
 
     def _read_examples(self, source):
         """The sentences of a CoNLL file."""
-        return conll2003.read_conll(self.train_file if source == "train" else source)
+        return conll2003.read_conll(self.data.train_file if source == "train" else source)
 
     def _make_table(self, source):
-        features = featurize(self.examples(source), self.tokenizer, self.data.max_seq_length)
+        sentences = self.examples(source)
+        # The files' tags (IOB1 in CoNLL-2003) are trained as IOB2.
+        tags = [conll_metrics.to_iob2(list(s.labels)) for s in sentences]
+        features = conll2003.featurize(sentences, self.tokenizer, self.data.max_seq_length,
+                                       tags, LABELS)
         self._word_positions[source] = features.word_positions
         return features.table
 
@@ -188,7 +156,5 @@ class NerTask(FinetuningTask):
         conll2003.write_predictions(path, self.examples(source), predicted)
         return path
 
-    def export_info(self):
-        info = super().export_info()
-        info["label_names"] = list(LABELS)
-        return info
+    def record_fields(self):
+        return {"label_names": LABELS}

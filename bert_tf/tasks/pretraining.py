@@ -16,19 +16,21 @@ import dataclasses
 import tensorflow as tf
 
 from bert_tf.checkpoints import assign, loading, weight_map
+from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.data import pretraining as pretraining_data
 from bert_tf.layers import fast_ops
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.encoder_config import EncoderConfig
-from bert_tf.text import tokenizer_contract
+from bert_tf.tasks.base import (
+    Task,
+    check_data_fits_encoder,
+    check_encoder_fits,
+    encoder_config_differences,
+)
 from bert_tf.text.tokenizer import BertTokenizer
 from bert_tf.training.optimizers import OptimizerConfig
 from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
-
-# Encoder fields that may differ between a checkpoint and the model it
-# initialises or resumes (regularisation, not shape or function).
-REGULARISATION_FIELDS = ("hidden_dropout", "attention_dropout", "initializer_range")
 
 
 @dataclasses.dataclass
@@ -73,53 +75,22 @@ class PretrainingExperiment:
     runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
 
 
-def encoder_config_differences(old, new, ignore=REGULARISATION_FIELDS):
-    """`{field: (old, new)}` for the encoder fields that differ, ignoring `ignore`."""
-    old, new = old.to_dict(), new.to_dict()
-    return {key: (old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
-            if key not in ignore and old.get(key) != new.get(key)}
+class PretrainingTask(Task):
+    """Masked LM (+ NSP) pretraining from raw text, tokenized in the input pipeline.
 
-
-def check_data_fits_encoder(data, encoder):
-    """The tokenizer contract of `data.vocab_file`; errors naming the keys that disagree."""
-    contract = tokenizer_contract.contract_from_vocab(data.vocab_file, data.lower_case)
-    if contract["vocab_size"] != encoder.vocab_size:
-        raise ValueError(
-            f"data.vocab_file {data.vocab_file} has {contract['vocab_size']} tokens but "
-            f"model.encoder.vocab_size is {encoder.vocab_size}")
-    if data.max_seq_length > encoder.max_position_embeddings:
-        raise ValueError(
-            f"data.max_seq_length ({data.max_seq_length}) exceeds "
-            f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
-    return contract
-
-
-def check_encoder_fits(checkpoint_config, model_config, path):
-    """Raises `CheckpointMismatchError` listing the encoder fields that differ."""
-    differences = encoder_config_differences(checkpoint_config, model_config)
-    if differences:
-        listed = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}"
-                           for k, (a, b) in differences.items())
-        raise assign.CheckpointMismatchError(
-            f"--init_checkpoint {path} does not fit model.encoder ({listed})")
-
-
-class PretrainingTask:
-    """Masked LM (+ NSP) pretraining from raw text, tokenized in the input pipeline."""
+    Evaluates in graph on held-out documents; its corpus is streamed, so it
+    has no epoch size (`trainer.train_steps`, not `train_epochs`).
+    """
 
     config_class = PretrainingExperiment
     name = "pretraining"
 
     def __init__(self, experiment):
-        self.experiment = experiment
+        super().__init__(experiment)
         self.model_config = experiment.model
         self.data = experiment.data
 
     # -- checks and metadata -------------------------------------------------
-
-    def resolve(self, init_checkpoint=None, model_dir=None):
-        """The experiment as is: a pretraining config names its encoder and vocabulary."""
-        return self.experiment
 
     def validate(self):
         """Eager checks that name the config key at fault, before anything is built."""
@@ -132,16 +103,16 @@ class PretrainingTask:
         contract = check_data_fits_encoder(data, encoder)
         if not data.eval_files and data.eval_holdout_every == 1:
             raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
-        self.tokenizer_contract = contract
+        self._tokenizer_contract = contract
 
     @property
     def vocab_file(self):
         return self.data.vocab_file
 
-    def export_info(self):
-        """The `task` record of `bert_tf_model.json` (read by `bert_tf.export`)."""
-        return {"name": self.name, "kind": "pretrainer",
-                "max_seq_length": self.data.max_seq_length}
+    def task_record(self):
+        """A pretrainer served at the pretraining sequence length."""
+        return TaskRecord(kind="pretrainer", name=self.name,
+                          max_seq_length=self.data.max_seq_length)
 
     # -- model ---------------------------------------------------------------
 
@@ -167,8 +138,7 @@ class PretrainingTask:
                                         allow_missing=result.initialised)
         return loaded, result.initialised
 
-    @staticmethod
-    def model_differences(old, new):
+    def model_differences(self, old, new):
         """`{key: (old, new)}` of model fields a resumed run cannot change."""
         differences = {f"model.encoder.{key}": values for key, values
                        in encoder_config_differences(old.encoder, new.encoder).items()}
@@ -261,8 +231,7 @@ class PretrainingTask:
             loss += sums["nsp_loss_sum"] / tf.maximum(denominators["nsp"], 1.0)
         return loss, sums
 
-    @staticmethod
-    def metrics(sums):
+    def metrics(self, sums):
         """Loss and accuracy metrics from summed `metric_sums` (Python floats)."""
         def ratio(numerator, denominator):
             return float(sums[numerator]) / max(float(sums[denominator]), 1e-9)

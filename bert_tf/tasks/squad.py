@@ -19,8 +19,13 @@ import tensorflow as tf
 from bert_tf.data import squad as squad_data
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.tasks import squad_metrics, squad_postprocess
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
-                                      experiment_class, output_path, source_name)
+from bert_tf.tasks.finetuning import (
+    FinetuningDataConfig,
+    FinetuningTask,
+    experiment_class,
+    output_path,
+    source_name,
+)
 
 ARTICLE_SELECTIONS = ("all", "even", "odd")
 
@@ -155,6 +160,15 @@ class SquadTask(FinetuningTask):
             version_2_with_negative=data.version_2_with_negative,
             null_score_diff_threshold=data.null_score_diff_threshold)
 
+    def check_sources(self, sources, output_dir=None):
+        """As every fine-tuning task's, and one file per `output_dir`: SQuAD's
+        `predictions.json` (the official scorer's input) has a fixed name."""
+        super().check_sources(sources, output_dir)
+        if output_dir and len(sources) > 1:
+            raise ValueError(f"SQuAD predictions go to {output_dir}/predictions.json, one "
+                             f"file per output directory; write the {len(sources)} files' "
+                             "predictions to separate directories")
+
     def evaluate_outputs(self, source, outputs, output_dir=None):
         predictions, nbest, null_odds = self.answers(source, outputs)
         examples = self.examples(source)
@@ -170,10 +184,8 @@ class SquadTask(FinetuningTask):
         return {key: float(value) for key, value in scores.items()
                 if isinstance(value, (int, float)) and not isinstance(value, bool)}
 
-    def export_info(self):
-        info = super().export_info()
+    def record_fields(self):
         data = self.data
-        info.update({"version_2_with_negative": data.version_2_with_negative,
-                     "max_answer_length": data.max_answer_length,
-                     "max_query_length": data.max_query_length})
-        return info
+        return {"version_2_with_negative": data.version_2_with_negative,
+                "max_answer_length": data.max_answer_length,
+                "max_query_length": data.max_query_length}

@@ -1,13 +1,14 @@
 """SQuAD answers from span logits: BERT's n-best post-processing.
 
 For each example, every window proposes its `n_best_size` best start and
-end tokens; valid pairs (both in the context, end >= start, at most
-`max_answer_length` tokens, start token at its maximum context in that
-window) are ranked by start + end logit. The answer text is the original
-context substring between the pair's char offsets, so casing, accents and
-spacing are those of the context. For SQuAD v2.0 the null answer scores
-the lowest [CLS] start + end logit over the windows and wins when it beats
-the best span by more than `null_score_diff_threshold`.
+end tokens among its real (unpadded) ones; valid pairs (both in the
+context, end >= start, at most `max_answer_length` tokens, start token at
+its maximum context in that window) are ranked by start + end logit. The
+answer text is the original context substring between the pair's char
+offsets, so casing, accents and spacing are those of the context. For
+SQuAD v2.0 the null answer scores the lowest [CLS] start + end logit over
+the windows and wins when it beats the best span by more than
+`null_score_diff_threshold`.
 """
 
 import json
@@ -91,10 +92,13 @@ def _window_spans(features, f, start_logits, end_logits, n_best_size, max_answer
 
     Listed in BERT's order (start candidates, then end candidates, both
     best first) so that the stable sort by score breaks ties as BERT does.
+    Only the window's real tokens are candidates: positions past its length
+    (padding, whatever their logits) never take one of the n-best slots.
     """
     chars = features.token_to_char[f]  # [L, 2]
-    starts = _top(start_logits, n_best_size)
-    ends = _top(end_logits, n_best_size)
+    real = features.padding_mask[f].astype(bool)  # [L]
+    starts = _top(np.where(real, start_logits, -np.inf), n_best_size)
+    ends = _top(np.where(real, end_logits, -np.inf), n_best_size)
     s, e = np.meshgrid(starts, ends, indexing="ij")  # [n, n]
     s, e = s.ravel(), e.ravel()
     valid = ((chars[s, 0] >= 0) & (chars[e, 0] >= 0) & features.max_context[f, s]

@@ -17,8 +17,13 @@ import tensorflow as tf
 
 from bert_tf.data import swag as swag_data
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
-from bert_tf.tasks.finetuning import (FinetuningDataConfig, FinetuningTask,
-                                      experiment_class, output_path, source_name)
+from bert_tf.tasks.finetuning import (
+    FinetuningDataConfig,
+    FinetuningTask,
+    experiment_class,
+    output_path,
+    source_name,
+)
 
 NUM_CHOICES = 4
 
@@ -122,7 +127,5 @@ class SwagTask(FinetuningTask):
         os.replace(path + ".tmp", path)
         return path
 
-    def export_info(self):
-        info = super().export_info()
-        info["num_choices"] = NUM_CHOICES
-        return info
+    def record_fields(self):
+        return {"num_choices": NUM_CHOICES}

@@ -39,6 +39,7 @@ import time
 import unicodedata
 
 from bert_tf.file_patterns import expand_file_patterns
+
 # One definition of BERT's character classes for the whole package: the
 # in-graph tokenizer's tables are built from the same predicates.
 from bert_tf.text.codepoint_tables import (

@@ -22,11 +22,14 @@ workers must take part in every save (the save is collective) and write
 their copy of the main checkpoint to a scratch directory.
 """
 
+import errno
+import glob
 import logging
 import os
 import re
 import shutil
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import native
@@ -36,6 +39,36 @@ CHECKPOINT_NAME = "ckpt"
 
 class NonFiniteWeightsError(RuntimeError):
     """The weights hold NaN or Inf; they are never written over a good checkpoint."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (the disk is full); the last good one is kept."""
+
+
+# TF writes a sharded checkpoint into `<prefix>_temp/` and renames its files when
+# every shard is written; a failed or killed save leaves that directory behind.
+_PARTIAL_SAVE_PATTERNS = (f"{CHECKPOINT_NAME}-*_temp", "input-*_temp")
+
+
+def remove_partial_saves(directory):
+    """Deletes what failed or killed saves left in `directory`; returns the paths removed."""
+    removed = []
+    for pattern in _PARTIAL_SAVE_PATTERNS:
+        for path in sorted(glob.glob(os.path.join(glob.escape(directory), pattern))):
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
+
+
+def _is_disk_full(error):
+    if isinstance(error, tf.errors.ResourceExhaustedError):
+        return True
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _megabytes(num_bytes):
+    return f"{num_bytes / 2**20:,.1f} MB"
 
 
 def stable_variable_dict(variables):
@@ -67,6 +100,8 @@ class TrainingCheckpoint:
         self.model = model
         self.step = step
         self.chief = chief
+        # Their size estimates what a checkpoint needs on disk.
+        self._saved_variables = list(model.variables) + list(optimizer.variables)
         objects = dict(step=step, model_variables=stable_variable_dict(model.variables),
                        optimizer_variables=stable_variable_dict(optimizer.variables),
                        weights=native.weights_dict(model), loss_scale=loss_scale)
@@ -83,6 +118,16 @@ class TrainingCheckpoint:
                 tf.train.Checkpoint(input=iterator),
                 os.path.join(model_dir, "input_state", f"worker_{worker_index}"),
                 max_to_keep=max_to_keep, checkpoint_name="input", step_counter=step)
+        for directory in self._directories():
+            for path in remove_partial_saves(directory):
+                logging.info("removed %s, left by an interrupted checkpoint save", path)
+
+    def _directories(self):
+        """Every directory this worker writes checkpoints into."""
+        directories = [self.manager.directory]
+        if self.input_manager is not None:
+            directories.append(self.input_manager.directory)
+        return directories
 
     @property
     def latest(self):
@@ -115,12 +160,32 @@ class TrainingCheckpoint:
             raise NonFiniteWeightsError(
                 f"not saving step {int(self.step.numpy())}: the weights hold NaN or Inf; "
                 f"the last good checkpoint ({self.latest}) is kept")
-        path = self.manager.save(checkpoint_number=self.step)
-        if self.input_manager is not None:
-            self.input_manager.save(checkpoint_number=self.step)
+        try:
+            path = self.manager.save(checkpoint_number=self.step)
+            if self.input_manager is not None:
+                self.input_manager.save(checkpoint_number=self.step)
+        except (tf.errors.ResourceExhaustedError, OSError) as error:
+            if not _is_disk_full(error):
+                raise
+            logging.debug("checkpoint save failed", exc_info=True)
+            raise self._disk_full_error() from None
         if self.scratch_dir:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
             path = None
         if path:
             logging.info("saved checkpoint %s", path)
         return path
+
+    def _disk_full_error(self):
+        """The one-line error of a save that ran out of space, after cleaning up after it."""
+        for directory in self._directories():
+            remove_partial_saves(directory)
+        directory = self.manager.directory
+        needed = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size
+                     for v in self._saved_variables)
+        free = shutil.disk_usage(directory).free
+        return CheckpointWriteError(
+            f"no space left on the device of {directory}: could not save step "
+            f"{int(self.step.numpy())} (a checkpoint needs about {_megabytes(needed)}, "
+            f"{_megabytes(free)} free); the last good checkpoint ({self.latest or 'none'}) "
+            "is kept: free some space and run the same command to resume")

@@ -15,7 +15,7 @@ import os
 
 import tensorflow as tf
 
-STRATEGIES = ("auto", "cpu", "one_device", "mirrored", "multi_worker", "tpu")
+from bert_tf.training.strategy_names import STRATEGIES
 
 
 def split_cpu(num_devices):
@@ -94,7 +94,12 @@ def _tpu_strategy(address):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as e:
-        raise RuntimeError(f"--strategy=tpu: cannot reach a TPU at {address!r}: {e}") from e
+        # TensorFlow's message is a multi-line kernel dump; the first line says why.
+        logging.debug("TPU initialisation failed", exc_info=True)
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = reason.split(". Failed in initialization")[0]
+        raise RuntimeError(f"--strategy=tpu: cannot reach a TPU at {address!r} ({reason}); "
+                           "pass --tpu NAME or grpc://ADDRESS of a reachable TPU") from None
     return tf.distribute.TPUStrategy(resolver)
 
 

@@ -12,6 +12,34 @@ import os
 import tensorflow as tf
 from tensorboard.compat.proto import event_pb2
 
+# TensorBoard lists tag groups alphabetically: losses and metrics come first.
+_OPTIMIZER_METRICS = ("learning_rate", "gradient_norm", "loss_scale", "skipped_steps")
+_THROUGHPUT_METRICS = ("examples_per_second", "tokens_per_second")
+
+
+def summary_tag(name):
+    """The grouped TensorBoard tag of a metric: `losses/`, `metrics/`, `optimizer/` or
+    `throughput/` + its name. Train and eval write the same tag, so TensorBoard draws
+    both runs of a metric on one chart."""
+    if name == "loss" or name.endswith("_loss"):
+        group = "losses"
+    elif name in _OPTIMIZER_METRICS:
+        group = "optimizer"
+    elif name in _THROUGHPUT_METRICS:
+        group = "throughput"
+    else:
+        group = "metrics"
+    return f"{group}/{name}"
+
+
+def metric_name(tag):
+    """The metric a scalar tag holds: `summary_tag`'s group dropped (flat tags as they are)."""
+    group, _, name = tag.partition("/")
+    return name if name and group in _GROUPS else tag
+
+
+_GROUPS = ("losses", "metrics", "optimizer", "throughput")
+
 
 class SummaryWriters:
     """The train and eval writers of a run."""
@@ -29,7 +57,7 @@ class SummaryWriters:
     def scalars(writer, step, values):
         with writer.as_default(step=step):
             for name, value in values.items():
-                tf.summary.scalar(name, value)
+                tf.summary.scalar(summary_tag(name), value)
         writer.flush()
 
     def config_text(self, step, yaml_text):

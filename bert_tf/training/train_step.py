@@ -196,7 +196,9 @@ class TrainStep:
             lambda x: self.strategy.experimental_local_results(x)[0], per_replica)
 
     def _train_loop(self, iterator, num_steps):
-        """Runs `num_steps` (>= 1) global steps, fewer after a stop request; returns the metric sums."""
+        """Runs `num_steps` (>= 1) global steps, fewer after a stop request.
+
+        Returns the metric sums."""
         def one_step():
             sums = self._local(self.strategy.run(self._replica_train_step,
                                                  args=(self._next_batch(iterator),)))

@@ -1,9 +1,9 @@
 """The trainer: strategy, loop, checkpoints, evaluation, summaries and faults.
 
-A custom loop rather than `Model.fit` (see DESIGN.md: `fit` fails under
-`MultiWorkerMirroredStrategy` and cannot restore the input position). The
-task supplies the math of one replica; `TrainStep` the distributed step;
-this module runs it:
+A custom loop rather than `Model.fit`: Keras 3's `fit` fails under
+`MultiWorkerMirroredStrategy`, and its `BackupAndRestore` restores neither
+the input position nor the mid-epoch step. The task supplies the math of
+one replica; `TrainStep` the distributed step; this module runs it:
 
     restore model_dir's newest checkpoint, or start from --init_checkpoint
     until train_steps:
@@ -20,8 +20,6 @@ import json
 import logging
 import math
 import os
-import signal
-import threading
 import time
 
 import numpy as np
@@ -36,6 +34,8 @@ from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
 from bert_tf.training.optimizers import build_optimizer
 from bert_tf.training.progress import Progress
+from bert_tf.training.run_lock import RunLock
+from bert_tf.training.signals import StopOnSignal
 from bert_tf.training.summaries import SummaryWriters, drop_events_after
 from bert_tf.training.train_step import TrainStep
 
@@ -63,6 +63,8 @@ class TrainingResult:
     # SHA-256 of the trainable weights: equal on every worker of a run.
     weights_fingerprint: str = ""
     stopped_by_signal: bool = False
+    # The run had reached train_steps before this call: nothing was trained.
+    already_complete: bool = False
 
 
 def weights_fingerprint(variables):
@@ -73,75 +75,47 @@ def weights_fingerprint(variables):
     return digest.hexdigest()
 
 
-def check_resumable(model_dir, experiment, differences_fn):
-    """Raises `IncompatibleRunError` when `model_dir`'s run has another model shape.
+def _listed(differences):
+    return "; ".join(f"{key}: {old!r} in the run, {new!r} in this config"
+                     for key, (old, new) in differences.items())
 
-    `differences_fn(old_model_config, new_model_config)` returns
-    `{key: (old, new)}` for the fields that matter.
+
+def check_resumable(model_dir, experiment, task, allow_data_change=False):
+    """Raises `IncompatibleRunError` when `model_dir`'s run cannot resume as `experiment`.
+
+    Args:
+      model_dir: the run directory (nothing is checked before its first checkpoint).
+      experiment: the resolved experiment about to run.
+      task: its `Task`; `model_differences` and `input_differences` say what differs.
+      allow_data_change: accept settings that change which training batches come
+        next (the resumed run then no longer matches an uninterrupted one).
     """
     path = os.path.join(model_dir, PARAMS_FILE)
     if not (os.path.exists(path) and tf.train.latest_checkpoint(model_dir)):
         return
     previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
-    differences = differences_fn(previous.model, experiment.model)
+    differences = task.model_differences(previous.model, experiment.model)
     if differences:
-        listed = "; ".join(f"{key}: {old!r} in the run, {new!r} in this config"
-                           for key, (old, new) in differences.items())
         raise IncompatibleRunError(
-            f"{model_dir} holds a run with another model ({listed}). Resume it with its own "
-            f"config ({path}), or start a new --model_dir (with --init_checkpoint {model_dir} "
-            "to start from its weights).")
-
-
-class _StopOnSignal:
-    """SIGTERM stops the run at the next step boundary, inside the loop.
-
-    Python runs signal handlers only between bytecodes, i.e. after the
-    running `tf.function` returns, which can be `steps_per_loop` steps away.
-    So the signal's wakeup byte is read by a thread, which sets `stop` (a
-    variable the train loop checks before every step) while the loop runs.
-    """
-
-    def __init__(self, stop, signals=(signal.SIGTERM,)):
-        self.stop = stop
-        self.received = None
-        self._previous = {signum: signal.signal(signum, self._handle) for signum in signals}
-        self._read_fd, write_fd = os.pipe()
-        os.set_blocking(write_fd, False)
-        self._write_fd = write_fd
-        self._previous_wakeup_fd = signal.set_wakeup_fd(write_fd)
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self):
-        while True:
-            data = os.read(self._read_fd, 1)
-            if not data or data == b"\0":  # closed, or `close` asking us to end
-                return
-            self.stop.assign(True)
-
-    def _handle(self, signum, frame):
-        del frame
-        self.received = signal.Signals(signum).name
-        self.stop.assign(True)
-        logging.warning("%s received: saving at the next step boundary, then stopping",
-                        self.received)
-
-    def close(self):
-        signal.set_wakeup_fd(self._previous_wakeup_fd)
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        os.write(self._write_fd, b"\0")
-        self._thread.join()
-        os.close(self._write_fd)
-        os.close(self._read_fd)
+            f"{model_dir} holds a run with another model ({_listed(differences)}). Resume it "
+            f"with its own config ({path}), or start a new --model_dir (with --init_checkpoint "
+            f"{model_dir} to start from its weights).")
+    differences = task.input_differences(previous, experiment)
+    if differences and not allow_data_change:
+        raise IncompatibleRunError(
+            f"resuming {model_dir} with other training data ({_listed(differences)}) would "
+            "not continue the run it holds; use its settings (see its params.yaml), start a "
+            "new --model_dir, or pass --allow_data_change to resume anyway")
+    if differences:
+        logging.warning("resuming with other training data (--allow_data_change): %s",
+                        _listed(differences))
 
 
 class Trainer:
     """Trains `task`'s model as `experiment` describes, in `model_dir`.
 
     Args:
-      task: a task instance (e.g. `bert_tf.tasks.pretraining.PretrainingTask`).
+      task: a `bert_tf.tasks.base.Task`; the trainer uses nothing else of it.
       experiment: the task's resolved experiment config.
       model_dir: checkpoints, `params.yaml`, `bert_tf_model.json` and the
         TensorBoard logs (`train/`, `eval/`) go here.
@@ -162,17 +136,38 @@ class Trainer:
         self.multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         task.validate()
         if self.config.train_epochs:
-            steps = math.ceil(self.config.train_epochs * task.num_train_examples
-                              / self.config.global_batch_size)
-            self.config = dataclasses.replace(self.config, train_steps=max(steps, 1))
-            self.experiment = dataclasses.replace(experiment, trainer=self.config)
-            logging.info("%g epochs of %d examples at batch %d: %d steps",
-                         self.config.train_epochs, task.num_train_examples,
-                         self.config.global_batch_size, self.config.train_steps)
+            self._steps_from_epochs()
+        else:
+            logging.info("trainer.train_steps=%d decides the step count", self.config.train_steps)
         self._predict = None
-        self._build()
+        # Taken before anything is written into model_dir; only the chief writes it.
+        self._lock = RunLock(model_dir) if self.chief else None
+        try:
+            self._build()
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self):
+        """Releases `model_dir` for other trainers (`train` does it when it ends)."""
+        if self._lock is not None:
+            self._lock.release()
 
     # -- setup ---------------------------------------------------------------
+
+    def _steps_from_epochs(self):
+        """Sets `trainer.train_steps` from `trainer.train_epochs` and the task's data size."""
+        examples = self.task.num_train_examples
+        if examples is None:
+            raise ValueError(
+                f"trainer.train_epochs={self.config.train_epochs:g} needs an epoch size, but "
+                f"the {self.task.name!r} task streams its data: set trainer.train_steps instead")
+        steps = math.ceil(self.config.train_epochs * examples / self.config.global_batch_size)
+        self.config = dataclasses.replace(self.config, train_steps=max(steps, 1))
+        self.experiment = dataclasses.replace(self.experiment, trainer=self.config)
+        logging.info("trainer.train_epochs=%g decides the step count: %g epochs of %d examples "
+                     "at batch %d = %d steps", self.config.train_epochs, self.config.train_epochs,
+                     examples, self.config.global_batch_size, self.config.train_steps)
 
     def _build(self):
         runtime, config = self.experiment.runtime, self.config
@@ -247,10 +242,8 @@ class Trainer:
             return
         os.makedirs(self.model_dir, exist_ok=True)
         config_lib.dump_config(self.experiment, os.path.join(self.model_dir, PARAMS_FILE))
-        native.write_metadata(self.model, self.model_dir,
-                              getattr(self.task, "tokenizer_contract", None),
-                              getattr(self.task, "vocab_file", None),
-                              task_info=self.task.export_info())
+        native.write_metadata(self.model, self.model_dir, self.task.tokenizer_contract(),
+                              self.task.vocab_file, record=self.task.task_record())
 
     # -- the loop --------------------------------------------------------------
 
@@ -301,12 +294,13 @@ class Trainer:
     def evaluate(self, writers=None):
         """Evaluation metrics, logged and written to TensorBoard's `eval/`.
 
-        Fine-tuning tasks (`evaluate_model`) run every evaluation example
-        through the model on this host and compute their official metric;
-        pretraining sums in-graph metrics over `eval_steps` held-out batches
-        (the same batches every time).
+        Tasks with host evaluation (`supports_evaluation`: fine-tuning) run
+        every evaluation example through the model on this host and compute
+        their official metric; tasks with held-out batches (`has_eval_data`:
+        pretraining) sum in-graph metrics over `eval_steps` of them (the
+        same batches every time).
         """
-        if hasattr(self.task, "evaluate_model"):
+        if self.task.supports_evaluation:
             batch = self.config.eval_batch_size or self.config.global_batch_size
             if self._predict is None:
                 self._predict = inference_fn(self.model)
@@ -343,8 +337,27 @@ class Trainer:
 
     def train(self):
         """Trains to `trainer.train_steps`; returns a `TrainingResult`."""
+        try:
+            return self._train()
+        finally:
+            self.release()
+
+    def _last_evaluation(self):
+        """`(step, metrics)` of `eval_results.json`, or `(None, {})`."""
+        path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
+        if not os.path.isfile(path):
+            return None, {}
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+        return results.get("step"), results.get("metrics", {})
+
+    def _train(self):
         config = self.config
         self._restore_or_initialize()
+        if int(self.step.numpy()) >= config.train_steps:
+            _, metrics = self._last_evaluation()
+            return TrainingResult(int(self.step.numpy()), {}, metrics, self._fingerprint(),
+                                  already_complete=True)
         self._write_run_files()
         writers = SummaryWriters(self.model_dir, self.chief)
         step = int(self.step.numpy())
@@ -353,7 +366,7 @@ class Trainer:
                                                   sort_keys=False))
         progress = Progress(step, config.train_steps, self.stream)
         preemption = self._preemption_handler()
-        signals = None if preemption else _StopOnSignal(self.stop_requested)
+        signals = None if preemption else StopOnSignal(self.stop_requested)
         train_metrics, eval_metrics = {}, {}
         profiling = False
         try:
@@ -394,7 +407,8 @@ class Trainer:
                             self.checkpoint.save()
                         except NonFiniteWeightsError as e:
                             self._roll_back(str(e))
-                if (config.eval_every and step % config.eval_every == 0) or step == config.train_steps:
+                at_eval_step = config.eval_every and step % config.eval_every == 0
+                if at_eval_step or step == config.train_steps:
                     eval_metrics = self.evaluate(writers) or eval_metrics
                     self._write_eval_results(step, eval_metrics)
                 if preemption:

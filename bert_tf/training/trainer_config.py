@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from bert_tf.training.strategies import STRATEGIES
+from bert_tf.training.strategy_names import STRATEGIES
 
 INPUT_DISTRIBUTIONS = ("per_worker", "global")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")

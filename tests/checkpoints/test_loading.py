@@ -138,5 +138,6 @@ def test_malformed_side_files_name_the_file(tmp_path):
         with pytest.raises(ValueError, match=f"{name}: not valid JSON"):
             loading.load_encoder(out, format=fmt)
     os.remove(os.path.join(tmp_path, "google", "bert_config.json"))
-    with pytest.raises(FileNotFoundError, match="bert_config.json not found; a Google BERT checkpoint ships"):
+    with pytest.raises(FileNotFoundError,
+                       match="bert_config.json not found; a Google BERT checkpoint ships"):
         loading.load_encoder(os.path.join(tmp_path, "google"))

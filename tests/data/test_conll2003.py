@@ -2,6 +2,7 @@
 
 import os
 
+import numpy as np
 import pytest
 
 from bert_tf.data import conll2003
@@ -133,3 +134,40 @@ def test_write_predictions_rejects_mismatches(tmp_path):
     with pytest.raises(ValueError, match="sentence 0, token 1: predicted label 'B ORG'"):
         conll2003.write_predictions(path, sentences, [["O", "B ORG"]])
     assert not os.path.exists(path)
+
+
+def _tokenizer(shared_file):
+    from bert_tf.text.tokenizer import BertTokenizer
+
+    return BertTokenizer(shared_file("vocab", "bert-base-uncased-vocab.txt"), lower_case=True)
+
+
+def test_featurize_labels_each_words_first_piece(shared_file):
+    tokenizer = _tokenizer(shared_file)
+    sentences = [
+        conll2003.ConllSentence(("Huckleberry", "visits", "U.S."), ("I-PER", "O", "I-LOC"), 0),
+        conll2003.ConllSentence(("word",) * 10, ("O",) * 10, 0)]
+    tags = [("B-PER", "O", "B-LOC"), ("O",) * 10]
+    features = conll2003.featurize(sentences, tokenizer, 10, tags)
+    table = features.table
+    assert table["index"].tolist() == [0, 1]
+    # hu ##ckle ##berry visits u . s . fill 10 slots with [CLS] and [SEP].
+    pieces = [tokenizer.vocab[i] for i in table["token_ids"][0] if i]
+    assert pieces == ["[CLS]", "hu", "##ckle", "##berry", "visits", "u", ".", "s", ".", "[SEP]"]
+    assert table["padding_mask"][0].tolist() == [1] * 10
+    assert features.word_positions == [[1, 4, 5], [1, 2, 3, 4, 5, 6, 7, 8, -1, -1]]
+    assert np.flatnonzero(table["label_weights"][0]).tolist() == [1, 4, 5]
+    assert [conll2003.CONLL_LABELS[i] for i in table["label_ids"][0][[1, 4, 5]]] == list(tags[0])
+    # The words cut by max_seq_length carry no weight.
+    assert table["label_weights"][1].tolist() == [0] + [1] * 8 + [0]
+
+
+@pytest.mark.parametrize("tags, message", [
+    ([("O",)], r"sentence 0: 2 words but 1 tags"),
+    ([("O", "B-FOO")], r"sentence 0: tag 'B-FOO' is not one of"),
+    ([], r"1 sentences but 0 tag sequences"),
+])
+def test_featurize_rejects_tags_that_do_not_fit(shared_file, tags, message):
+    sentence = conll2003.ConllSentence(("a", "b"), ("O", "O"), 0)
+    with pytest.raises(ValueError, match=message):
+        conll2003.featurize([sentence], _tokenizer(shared_file), 8, tags)

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import pretraining
-from bert_tf.data.sentence_pairs import make_instances, truncated_pair_lengths
+from bert_tf.data.sentence_pairs import make_instances
 from bert_tf.data.sentence_split import split_sentences
 from bert_tf.text.tokenizer import BertTokenizer
 
@@ -77,31 +77,13 @@ def _small_run(corpus, tokenizer, **kwargs):
     return _cached_run(corpus, tokenizer, tuple(sorted(kwargs.items())))[1]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_run(corpus, tokenizer, options):
     dataset = _small_dataset(corpus, tokenizer, **dict(options))
     return dataset, _examples(dataset)
 
 
 # --- building blocks --------------------------------------------------------
-
-
-def test_truncated_pair_lengths_match_berts_loop():
-    def loop(len_a, len_b, limit):
-        while len_a + len_b > limit:
-            if len_a > len_b:
-                len_a -= 1
-            else:
-                len_b -= 1
-        return len_a, len_b
-
-    a, b = np.meshgrid(np.arange(40), np.arange(40))
-    a, b = a.ravel(), b.ravel()
-    for limit in (2, 5, 8, 33):
-        new_a, new_b = truncated_pair_lengths(tf.constant(a), tf.constant(b), limit)
-        expected = np.array([loop(x, y, limit) for x, y in zip(a, b)])
-        np.testing.assert_array_equal(new_a, expected[:, 0])
-        np.testing.assert_array_equal(new_b, expected[:, 1])
 
 
 def test_make_instances_on_literal_documents():

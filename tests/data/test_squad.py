@@ -13,7 +13,7 @@ V2_SAMPLE = ("squad", "squad_v2_sample_hf_format.json")
 VOCAB = ("vocab", "bert-base-uncased-vocab.txt")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tokenizer(vocab_file):
     from bert_tf.text.tokenizer import BertTokenizer
 

@@ -28,12 +28,12 @@ def tokenizer(vocab_file):
 
 @pytest.fixture(scope="session")
 def exports(tokenizer, tmp_path_factory):
-    """{kind: (model, task_info, export path)} for every kind in `TASKS`."""
+    """{kind: (model, task record, export path)} for every kind in `TASKS`."""
     from bert_tf.export import export_model
 
     base = tmp_path_factory.mktemp("exports")
     result = {}
-    for seed, (kind, info) in enumerate(TASKS.items()):
-        model = build_model(kind, info, seed)
-        result[kind] = (model, info, export_model(model, tokenizer, str(base / kind), info))
+    for seed, (kind, record) in enumerate(TASKS.items()):
+        model = build_model(kind, record, seed)
+        result[kind] = (model, record, export_model(model, tokenizer, str(base / kind), record))
     return result

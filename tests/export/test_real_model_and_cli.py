@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints.loading import load_encoder
+from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import export_model
 from bert_tf.text.segment_packer import SegmentPacker
 from bert_tf.text.tokenizer import BertTokenizer
@@ -32,7 +33,7 @@ def test_minilm_export_matches_keras_and_reference(minilm_dir, reference_file, t
     reference = np.load(reference_file("minilm_l6_reference.npz"))
     encoder = load_encoder(minilm_dir)
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), lower_case=True)
-    info = {"name": "all-minilm-l6-v2", "kind": "encoder", "max_seq_length": 64}
+    info = TaskRecord(kind="encoder", name="all-minilm-l6-v2", max_seq_length=64)
     path = export_model(encoder, tokenizer, str(tmp_path / "minilm"), info)
 
     request = tmp_path / "request.json"

@@ -46,7 +46,7 @@ def _inputs(kind):
 
 
 def _empty(kind, info):
-    return {name: [0, info["num_choices"]] if name == "choices" else [0]
+    return {name: [0, info.num_choices] if name == "choices" else [0]
             for name in _inputs(kind)}
 
 
@@ -66,7 +66,7 @@ def served(exports, tmp_path_factory):
 
 
 def _features(tokenizer, info, segments):
-    packer = SegmentPacker.from_tokenizer(tokenizer, info["max_seq_length"])
+    packer = SegmentPacker.from_tokenizer(tokenizer, info.max_seq_length)
     return packer([tokenizer.tokenize(np.array(s, dtype=object)) for s in segments])
 
 
@@ -86,7 +86,7 @@ def test_classifier(exports, tokenizer, served):
     probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     assert np.max(np.abs(_np(out["probabilities"]) - probabilities)) <= TOL
     assert out["label_id"] == logits.argmax(-1).tolist()
-    assert out["label"] == [info["label_names"][i] for i in logits.argmax(-1)]
+    assert out["label"] == [info.label_names[i] for i in logits.argmax(-1)]
 
 
 def test_regressor(exports, tokenizer, served):
@@ -127,9 +127,9 @@ def _char_offset(text, byte_offset):
 def test_span_labeler(exports, tokenizer, served):
     model, info, _ = exports["span_labeler"]
     out = served["span_labeler"]
-    packer = SegmentPacker.from_tokenizer(tokenizer, info["max_seq_length"])
+    packer = SegmentPacker.from_tokenizer(tokenizer, info.max_seq_length)
     for row, (question, context) in enumerate(zip(QUESTIONS, CONTEXTS)):
-        q_ids = tokenizer.tokenize(question).numpy()[:info["max_query_length"]]
+        q_ids = tokenizer.tokenize(question).numpy()[:info.max_query_length]
         c_ids, starts, ends = (t.numpy() for t in tokenizer.tokenize_with_offsets(context))
         features = packer([q_ids, c_ids])
         logits = model({k: v[None] for k, v in features.items()})
@@ -138,7 +138,7 @@ def test_span_labeler(exports, tokenizer, served):
         last = int(np.sum(features["padding_mask"])) - 2  # the last context piece
         best = (-np.inf, None, None)
         for i in range(first, last + 1):
-            for j in range(i, min(last, i + info["max_answer_length"] - 1) + 1):
+            for j in range(i, min(last, i + info.max_answer_length - 1) + 1):
                 if start[i] + end[j] > best[0]:
                     best = (start[i] + end[j], i, j)
         null = start[0] + end[0]
@@ -160,7 +160,7 @@ def test_span_labeler(exports, tokenizer, served):
 def test_token_classifier(exports, tokenizer, served):
     model, info, _ = exports["token_classifier"]
     out = served["token_classifier"]
-    packer = SegmentPacker.from_tokenizer(tokenizer, info["max_seq_length"])
+    packer = SegmentPacker.from_tokenizer(tokenizer, info.max_seq_length)
     for row, text in enumerate(NER_TEXTS):
         words = text.split()
         pieces = [tokenizer.tokenize(w).numpy().tolist() for w in words]
@@ -169,8 +169,8 @@ def test_token_classifier(exports, tokenizer, served):
         labels, position, cursor = [], 1, 0
         for word_pieces in pieces:
             position = 1 + cursor
-            fits = word_pieces and position <= info["max_seq_length"] - 2
-            labels.append(info["label_names"][int(logits[position].argmax())] if fits else "")
+            fits = word_pieces and position <= info.max_seq_length - 2
+            labels.append(info.label_names[int(logits[position].argmax())] if fits else "")
             cursor += len(word_pieces)
         assert out["num_words"][row] == len(words)
         assert out["words"][row][:len(words)] == words
@@ -195,7 +195,7 @@ def test_token_classifier_offsets_literal(served):
 
 
 def test_empty_batch_every_kind(exports, served):
-    for kind, (_, info, _) in exports.items():
+    for kind in exports:
         shapes = served[kind + "/empty"]
         assert shapes, kind
         assert all(shape[0] == 0 for shape in shapes.values()), (kind, shapes)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import export_model, load_export
 from bert_tf.export.warmup import WARMUP_FILE
 from tests.export.export_helpers import build_model
@@ -88,7 +89,7 @@ def test_export_metadata(classifier):
         metadata = json.load(f)
     assert metadata["task_name"] == "mrpc"
     assert metadata["label_names"] == ["not_equivalent", "equivalent"]
-    assert metadata["task"] == info
+    assert metadata["task"] == info.to_dict()
     assert metadata["encoder_config"]["hidden_size"] == 32
     assert metadata["tokenizer"]["special_token_ids"]["[CLS]"] == 101
     assert metadata["signatures"] == {
@@ -124,7 +125,7 @@ def test_load_export_predict(exports):
 
 
 def test_mixed_precision_export_serves_float32(tokenizer, tmp_path):
-    info = {"name": "features", "kind": "encoder", "max_seq_length": 8}
+    info = TaskRecord(kind="encoder", name="features", max_seq_length=8)
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
         model = build_model("encoder", info)

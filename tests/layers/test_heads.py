@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-from bert_tf.layers import (ClassificationHead, MultipleChoiceHead, SpanHead,
-                            TokenClassificationHead)
+from bert_tf.layers import ClassificationHead, MultipleChoiceHead, SpanHead, TokenClassificationHead
 from bert_tf.models import BertEncoder, BertPretrainer
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
@@ -22,7 +21,8 @@ def test_masked_lm_head_is_tied_and_gathers_positions():
     # and the model counts it once.
     shared = encoder.embeddings.word_embeddings.embeddings
     assert [w for w in head.weights if tuple(w.shape) == (100, 32)] == [shared]
-    assert len(pretrainer.trainable_variables) == len({id(v) for v in pretrainer.trainable_variables})
+    variables = pretrainer.trainable_variables
+    assert len(variables) == len({id(v) for v in variables})
     inputs = random_inputs()
     positions = np.array([[1, 4, 0], [2, 2, 9]], "int32")
     logits = pretrainer({**inputs, "masked_lm_positions": positions})["mlm_logits"].numpy()
@@ -45,7 +45,8 @@ def test_pretrainer_without_nsp():
 
 def test_next_sentence_head_shape():
     pretrainer = BertPretrainer(BertEncoder.from_encoder_config(TINY))
-    outputs = pretrainer({**random_inputs(batch=5), "masked_lm_positions": np.zeros((5, 1), "int32")})
+    outputs = pretrainer({**random_inputs(batch=5),
+                          "masked_lm_positions": np.zeros((5, 1), "int32")})
     assert tuple(outputs["nsp_logits"].shape) == (5, 2)
 
 
@@ -76,7 +77,8 @@ def test_token_classification_head_shape():
 
 def test_multiple_choice_head_groups_choices():
     head = MultipleChoiceHead(4, dropout=0.0)
-    pooled = np.random.default_rng(2).normal(size=(8, 6)).astype("float32")  # 2 examples x 4 choices
+    # 2 examples x 4 choices
+    pooled = np.random.default_rng(2).normal(size=(8, 6)).astype("float32")
     logits = head(pooled).numpy()
     scores = (pooled @ head.dense.kernel.numpy() + head.dense.bias.numpy())[:, 0]
     assert logits.shape == (2, 4)

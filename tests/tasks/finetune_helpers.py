@@ -2,6 +2,8 @@
 
 import os
 
+import yaml
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -14,6 +16,22 @@ def finetune_overrides(**values):
     return [f"{key}={value}" for key, value in settings.items()]
 
 
+def config_path(config_name):
+    return os.path.join(REPO, "configs", "finetune", f"{config_name}.yaml")
+
+
+def config_overrides(config_name, **values):
+    """`finetune_overrides(**values)` after the shared data's location for the config's task.
+
+    The library has no default data location; the tests read `../shared/data`.
+    """
+    from bert_tf import shared_data
+
+    with open(config_path(config_name)) as f:
+        task_name = yaml.safe_load(f)["task"]
+    return shared_data.finetune_data_overrides(task_name) + finetune_overrides(**values)
+
+
 def finetune(config_name, model_dir, init_checkpoint, **values):
     """Loads configs/finetune/<config_name>.yaml with overrides and trains in this process.
 
@@ -21,6 +39,6 @@ def finetune(config_name, model_dir, init_checkpoint, **values):
     """
     from bert_tf import tasks, train
 
-    path = os.path.join(REPO, "configs", "finetune", f"{config_name}.yaml")
-    task_class, experiment = tasks.load_experiment(path, finetune_overrides(**values))
+    task_class, experiment = tasks.load_experiment(config_path(config_name),
+                                                   config_overrides(config_name, **values))
     return train.run(task_class, experiment, str(model_dir), init_checkpoint)

@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+from finetune_helpers import REPO, config_overrides, config_path, finetune, finetune_overrides
 
 from bert_tf import predict, tasks
-from bert_tf.tasks import run_model
-from finetune_helpers import REPO, finetune, finetune_overrides
+from bert_tf.evaluate import evaluate_run, load_run
 
 
 def _load(config_name, **values):
-    path = os.path.join(REPO, "configs", "finetune", f"{config_name}.yaml")
-    return tasks.load_experiment(path, finetune_overrides(**values))
+    return tasks.load_experiment(config_path(config_name), config_overrides(config_name, **values))
 
 
 def _task(config_name, checkpoint, **values):
@@ -59,6 +58,22 @@ def test_a_vocab_of_another_size_is_refused_naming_both_keys(tiny_checkpoint, sh
     task.resolve(tiny_checkpoint)
     with pytest.raises(ValueError, match=r"data.vocab_file .* 28996 tokens but "
                                          r"model.encoder.vocab_size is 30522"):
+        task.validate()
+
+
+@pytest.mark.parametrize("config_name, values, message", [
+    ("glue_sst2", {}, "data.data_dir is not set"),
+    ("ner_conll2003", {}, "data.train_file is not set"),
+    ("ner_conll2003", {"data.train_file": "eng.train"}, "data.eval_files is not set"),
+])
+def test_the_data_location_is_required_naming_the_key(tiny_checkpoint, config_name, values,
+                                                      message):
+    # No default under the repository: an installed package has no ../shared.
+    task_class, experiment = tasks.load_experiment(config_path(config_name),
+                                                   finetune_overrides(**values))
+    task = task_class(experiment)
+    task.resolve(tiny_checkpoint)
+    with pytest.raises(ValueError, match=message):
         task.validate()
 
 
@@ -124,33 +139,34 @@ def test_train_order_is_a_seeded_permutation_per_epoch(tiny_checkpoint):
     assert again == first  # same seed, same order
 
 
-def test_ner_labels_sit_on_the_first_piece_of_each_word(tiny_checkpoint):
-    from bert_tf.data.conll2003 import ConllSentence
-    from bert_tf.tasks.ner import LABELS, featurize
+def test_ner_labels_sit_on_the_first_piece_of_each_word(tiny_checkpoint, tmp_path):
+    from bert_tf.tasks.ner import LABELS
 
-    task = _task("ner_conll2003", tiny_checkpoint)
+    conll = tmp_path / "sample.conll"
+    conll.write_text("-DOCSTART- -X- -X- O\n\nHuckleberry NNP B-NP I-PER\n"
+                     "visits VBZ B-VP O\nU.S. NNP B-NP I-LOC\n\n")
+    task = _task("ner_conll2003", tiny_checkpoint, **{"data.train_file": str(conll),
+                                                       "data.max_seq_length": 16})
     # "Huckleberry" is three pieces in the uncased vocab: hu ##ckle ##berry.
-    sentence = ConllSentence(("Huckleberry", "visits", "U.S."), ("I-PER", "O", "I-LOC"), 0)
-    features = featurize([sentence], task.tokenizer, 16)
-    ids = features.table["token_ids"][0].tolist()
+    table = task._table("train")
+    ids = table["token_ids"][0].tolist()
     pieces = [task.tokenizer.vocab[i] for i in ids if i]
     assert pieces == ["[CLS]", "hu", "##ckle", "##berry", "visits", "u", ".", "s", ".",
                       "[SEP]"]
-    assert features.word_positions == [[1, 4, 5]]
-    weights = features.table["label_weights"][0]
+    assert task._word_positions["train"] == [[1, 4, 5]]
+    weights = table["label_weights"][0]
     assert np.flatnonzero(weights).tolist() == [1, 4, 5]
     # IOB1 file tags become IOB2 training labels.
-    assert [LABELS[i] for i in features.table["label_ids"][0][[1, 4, 5]]] == [
+    assert [LABELS[i] for i in table["label_ids"][0][[1, 4, 5]]] == [
         "B-PER", "O", "B-LOC"]
 
 
 def test_ner_words_past_max_seq_length_are_predicted_outside(tiny_checkpoint):
-    from bert_tf.data.conll2003 import ConllSentence
-    from bert_tf.tasks.ner import featurize
+    from bert_tf.data.conll2003 import ConllSentence, featurize
 
     task = _task("ner_conll2003", tiny_checkpoint)
     sentence = ConllSentence(tuple(["word"] * 10), tuple(["O"] * 10), 0)
-    features = featurize([sentence], task.tokenizer, 6)
+    features = featurize([sentence], task.tokenizer, 6, [sentence.labels])
     # [CLS] + 4 words + [SEP] fit; the other 6 words get no position.
     assert features.word_positions == [[1, 2, 3, 4, -1, -1, -1, -1, -1, -1]]
 
@@ -193,7 +209,7 @@ def test_glue_train_evaluate_predict(tiny_checkpoint, tmp_path, shared_file):
     assert metadata["task"]["kind"] == "classifier"
     assert metadata["task"]["label_names"] == ["0", "1"]
 
-    metrics = run_model.run(str(model_dir))
+    metrics = evaluate_run(str(model_dir))
     assert set(metrics) == {"accuracy"} and 0.0 <= metrics["accuracy"] <= 1.0
     # The command prints the same metric.
     command = subprocess.run([sys.executable, "-m", "bert_tf.evaluate", "--model_dir",
@@ -207,7 +223,7 @@ def test_glue_train_evaluate_predict(tiny_checkpoint, tmp_path, shared_file):
     from bert_tf.export import export_model_dir, load_export
 
     exported = load_export(export_model_dir(str(model_dir), str(tmp_path / "exports")))
-    task, model, _ = run_model.load_run(str(model_dir))
+    task, model, _ = load_run(str(model_dir))
     inputs, _ = task.make_batch(task._graph_table(task._table("dev")),
                                 tf.range(4, dtype=tf.int64))
     expected = model(inputs, training=False)["logits"].numpy()
@@ -228,7 +244,7 @@ def test_stsb_regression_reports_correlations(tiny_checkpoint, tmp_path, shared_
         "data.max_train_examples": 64, "data.max_eval_examples": 48,
         "trainer.train_epochs": 1, "trainer.global_batch_size": 16})
     assert code == 0
-    metrics = run_model.run(str(tmp_path / "stsb"))
+    metrics = evaluate_run(str(tmp_path / "stsb"))
     assert set(metrics) == {"pearson", "spearman"}
     assert all(-1.0 <= value <= 1.0 for value in metrics.values())
 
@@ -242,7 +258,7 @@ def test_ner_train_and_conlleval_files(tiny_checkpoint, tmp_path, shared_file):
         "trainer.global_batch_size": 16})
     assert code == 0
     out = tmp_path / "out"
-    metrics = run_model.run(str(tmp_path / "ner"), [testa], str(out))
+    metrics = evaluate_run(str(tmp_path / "ner"), [testa], str(out))
     assert {"f1", "precision", "recall", "accuracy"} <= set(metrics)
     lines = (out / "predictions_eng.testa.txt").read_text().split("\n")
     from bert_tf.data.conll2003 import read_conll
@@ -263,7 +279,7 @@ def test_squad_train_and_predictions_json(tiny_checkpoint, tmp_path, shared_file
         "trainer.train_epochs": 1, "trainer.global_batch_size": 16})
     assert code == 0
     out = tmp_path / "out"
-    metrics = run_model.run(str(tmp_path / "squad"), None, str(out))
+    metrics = evaluate_run(str(tmp_path / "squad"), None, str(out))
     assert {"exact_match", "f1"} <= set(metrics)
     predictions = json.loads((out / "predictions.json").read_text())
     from bert_tf.data.squad import split_by_article
@@ -283,7 +299,7 @@ def test_swag_train_and_evaluate(tiny_checkpoint, tmp_path, shared_file):
         "trainer.train_epochs": 1, "trainer.global_batch_size": 4})
     assert code == 0
     out = tmp_path / "out"
-    metrics = run_model.run(str(tmp_path / "swag"), None, str(out))
+    metrics = evaluate_run(str(tmp_path / "swag"), None, str(out))
     assert set(metrics) == {"accuracy"}
     rows = [json.loads(line) for line in
             (out / "predictions_swag_sample_hf_format.jsonl").read_text().splitlines()]

@@ -23,19 +23,21 @@ def _features(windows, length=8):
     """SquadFeatures of hand-made windows [CLS] q [SEP] tokens... [SEP].
 
     `windows` is a list of (example_index, [(char span, max_context), ...]);
-    context tokens start at position 3. Only the fields post-processing
-    reads are meaningful.
+    context tokens start at position 3, padding follows the last [SEP]. Only
+    the fields post-processing reads are meaningful.
     """
     num = len(windows)
     token_to_char = np.full((num, length, 2), -1, np.int32)
     max_context = np.zeros((num, length), bool)
+    padding_mask = np.zeros((num, length), np.int32)
     for f, (_, tokens) in enumerate(windows):
         for t, (chars, is_max) in enumerate(tokens):
             token_to_char[f, 3 + t] = chars
             max_context[f, 3 + t] = is_max
+        padding_mask[f, :3 + len(tokens) + 1] = 1
     zeros = np.zeros((num, length), np.int32)
     return squad.SquadFeatures(
-        token_ids=zeros, segment_ids=zeros, padding_mask=zeros,
+        token_ids=zeros, segment_ids=zeros, padding_mask=padding_mask,
         example_index=np.array([w[0] for w in windows], np.int32),
         token_to_char=token_to_char, max_context=max_context,
         start_positions=np.zeros(num, np.int32), end_positions=np.zeros(num, np.int32))
@@ -162,7 +164,7 @@ def test_write_predictions(tmp_path):
     assert json.load(open(paths["predictions"], encoding="utf-8")) == {"q1": "é"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tokenizer(vocab_file):
     from bert_tf.text.tokenizer import BertTokenizer
 
@@ -186,3 +188,80 @@ def test_oracle_logits_on_real_dev_examples(shared_file):
     # word ("gold" of "golden", "8" of "18"), which the span widens to whole tokens.
     assert scores["exact_match"] >= 97.8
     assert scores["f1"] >= 97.8
+
+
+def test_padding_never_takes_an_n_best_slot():
+    # Two context tokens, then padding whose logits beat every real one: with
+    # n_best_size 2 the padded positions must not crowd out the real span.
+    two_tokens = [(0, [(ALPHA, True), (BETA, True)])]
+    #                  CLS  q    SEP  Alpha Beta SEP  pad pad
+    start = np.array([[-9., -9., -9., -1., -3., -9., 5., 5.]])
+    end = np.array([[-9., -9., -9., -3., -1., -9., 5., 5.]])
+    predictions, nbest, _ = squad_postprocess.predict_answers(
+        [_example()], _features(two_tokens), start, end, n_best_size=2)
+    assert predictions == {"q1": "Alpha Beta"}
+    assert [e["text"] for e in nbest["q1"]] == ["Alpha Beta", "Alpha"]
+
+
+# A fake span model for the evaluation path below: logits by token id.
+_PAD, _WORD, _ANSWER = 0, 1, 2
+_LOGIT_OF_ID = np.array([0.0, -5.0, -1.0], np.float32)  # pad, other word, answer
+
+
+def _window(context, answer_word, max_seq_length):
+    """One window `[CLS] q [SEP] words [SEP]` of a space-separated context, as a row."""
+    words = context.split(" ")
+    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+    length = 3 + len(words) + 1
+    token_ids = np.full(max_seq_length, _PAD, np.int32)
+    token_ids[:length] = _WORD
+    token_ids[3 + answer_word] = _ANSWER
+    token_to_char = np.full((max_seq_length, 2), -1, np.int32)
+    token_to_char[3:3 + len(words)] = np.stack([starts, starts + [len(w) for w in words]], -1)
+    max_context = np.zeros(max_seq_length, bool)
+    max_context[3:3 + len(words)] = True
+    padding_mask = np.zeros(max_seq_length, np.int32)
+    padding_mask[:length] = 1
+    return token_ids, token_to_char, max_context, padding_mask
+
+
+def test_short_window_evaluated_after_long_ones_keeps_its_answer():
+    # Evaluation cuts each batch to its longest window and pads the batches
+    # back to max_seq_length when concatenating them. The short windows'
+    # answers score -1 + -1; everything past their 16 tokens (48 positions:
+    # the model's logits on padding in batch 1, the concatenation's fill in
+    # batch 2) must not outrank them, though 0 would take all 20 n-best slots.
+    from bert_tf.tasks.squad import SquadDataConfig, SquadExperiment, SquadTask
+
+    length = 64
+    long_context = " ".join(f"w{i}" for i in range(length - 4))
+    short_context = " ".join(f"s{i}" for i in range(12))
+    examples = [squad.SquadExample("long", "Which?", long_context, ()),
+                squad.SquadExample("short1", "Which?", short_context, ()),
+                squad.SquadExample("short2", "Which?", short_context, ())]
+    rows = [_window(long_context, 30, length), _window(short_context, 5, length),
+            _window(short_context, 7, length)]
+    token_ids, token_to_char, max_context, padding_mask = map(np.stack, zip(*rows))
+    zeros = np.zeros(len(rows), np.int32)
+    features = squad.SquadFeatures(
+        token_ids=token_ids, segment_ids=np.zeros_like(token_ids), padding_mask=padding_mask,
+        example_index=np.arange(len(rows), dtype=np.int32), token_to_char=token_to_char,
+        max_context=max_context, start_positions=zeros, end_positions=zeros)
+    task = SquadTask(SquadExperiment(data=SquadDataConfig(
+        eval_file="dev.json", max_seq_length=length, dynamic_padding=True)))
+    task._examples["dev.json"] = examples
+    task._features["dev.json"] = features
+
+    widths = []
+
+    def predict_fn(inputs):
+        ids = inputs["token_ids"].numpy()  # [B, cut length]
+        widths.append(ids.shape[1])
+        return {"start_logits": _LOGIT_OF_ID[ids], "end_logits": _LOGIT_OF_ID[ids]}
+
+    outputs = task.predict_outputs(predict_fn, "dev.json", batch_size=2)
+    assert widths == [64, 16]  # batch 2 really was cut, and padded back
+    assert outputs["start_logits"].shape == (3, length)
+    predictions, nbest, _ = task.answers("dev.json", outputs)
+    assert predictions == {"long": "w30", "short1": "s5", "short2": "s7"}
+    assert nbest["short2"][0]["start_logit"] == -1.0

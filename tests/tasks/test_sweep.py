@@ -4,19 +4,19 @@ import json
 import os
 
 import yaml
+from finetune_helpers import REPO, config_overrides
 
 from bert_tf import sweep
-from finetune_helpers import REPO, finetune_overrides
 
 
 def test_sweep_runs_the_grid_and_keeps_the_best(tiny_checkpoint, tmp_path, shared_file,
                                                 capsys):
     shared_file("glue", "SST-2", "train.tsv")
     config = os.path.join(REPO, "configs", "finetune", "glue_sst2.yaml")
-    overrides = finetune_overrides(**{"data.max_train_examples": 32,
-                                      "data.max_eval_examples": 32,
-                                      "trainer.global_batch_size": 16,
-                                      "data.max_seq_length": 32})
+    overrides = config_overrides("glue_sst2", **{"data.max_train_examples": 32,
+                                                 "data.max_eval_examples": 32,
+                                                 "trainer.global_batch_size": 16,
+                                                 "data.max_seq_length": 32})
     # The config's learning rate override is replaced by the grid's.
     overrides = [o for o in overrides if not o.startswith("optimizer.learning_rate")]
     args = ["--config", config, "--init_checkpoint", tiny_checkpoint, "--model_dir",
@@ -36,3 +36,11 @@ def test_sweep_runs_the_grid_and_keeps_the_best(tiny_checkpoint, tmp_path, share
     capsys.readouterr()
     assert sweep.main(args) == 0
     assert "==" not in capsys.readouterr().out
+
+
+def test_sweep_refuses_a_config_without_dev_scores(tmp_path, capsys):
+    config = os.path.join(REPO, "configs", "pretrain", "demo.yaml")
+    assert sweep.main(["--config", config, "--init_checkpoint", "unused",
+                       "--model_dir", str(tmp_path / "sweep")]) == 2
+    assert "a 'pretraining' config; a sweep compares dev scores" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()

@@ -23,10 +23,12 @@ def _bert_truncate_seq_pair(len_a, len_b, budget):
 
 
 def test_truncated_lengths_equal_bert_loop():
-    pairs = [(a, b) for a in range(20) for b in range(20)]
+    # The one truncation formula: the packer's pairs and pretraining's
+    # sentence pairs (bert_tf.data.sentence_pairs) both use it.
+    pairs = [(a, b) for a in range(40) for b in range(40)]
     len_a = tf.constant([a for a, _ in pairs], tf.int64)
     len_b = tf.constant([b for _, b in pairs], tf.int64)
-    for budget in range(0, 16):
+    for budget in (*range(0, 16), 33):
         new_a, new_b = truncated_lengths(len_a, len_b, budget)
         got = list(zip(new_a.numpy().tolist(), new_b.numpy().tolist()))
         assert got == [_bert_truncate_seq_pair(a, b, budget) for a, b in pairs], budget

@@ -25,7 +25,7 @@ def uncased_vocab(shared_file):
 
 
 def test_stdin_uncased(uncased_vocab):
-    stdin = "Hello, World!\nnaïve café\n\nStraße\r\n".encode("utf-8")
+    stdin = "Hello, World!\nnaïve café\n\nStraße\r\n".encode()
     result = _run(["--vocab_file", uncased_vocab, "--batch_size", "2"], stdin)
     assert result.returncode == 0, result.stderr.decode()
     records = [json.loads(line) for line in result.stdout.decode("utf-8").splitlines()]
@@ -44,7 +44,7 @@ def test_stdin_uncased(uncased_vocab):
 def test_input_file_cased(shared_file, tmp_path):
     vocab = shared_file("vocab", "bert-base-cased-vocab.txt")
     text_file = tmp_path / "in.txt"
-    text_file.write_bytes("Hello World\nCafé \xff".encode("utf-8") + b"\xff")
+    text_file.write_bytes("Hello World\nCafé \xff".encode() + b"\xff")
     result = _run(["--vocab_file", vocab, "--cased", "--input", str(text_file)])
     assert result.returncode == 0, result.stderr.decode()
     records = [json.loads(line) for line in result.stdout.decode("utf-8").splitlines()]

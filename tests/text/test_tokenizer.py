@@ -14,11 +14,11 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+from reference_tokenizer import ReferenceTokenizer, basic_tokenize
 
 from bert_tf.text import codepoint_tables as ct
 from bert_tf.text.basic_tokenizer import BasicTokenizer
 from bert_tf.text.tokenizer import BertTokenizer, _fast_wordpiece
-from reference_tokenizer import ReferenceTokenizer, basic_tokenize
 
 UNCASED = ("vocab", "bert-base-uncased-vocab.txt")
 CASED = ("vocab", "bert-base-cased-vocab.txt")

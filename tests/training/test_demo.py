@@ -2,14 +2,14 @@
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+from conftest import REPO, train_env
 
 from bert_tf import demo
-
-from conftest import REPO, train_env
 
 pytestmark = pytest.mark.slow
 
@@ -24,9 +24,16 @@ def test_the_demo_corpus_is_gensims_copy_of_the_shared_excerpt(shared_file):
 
 def test_demo_builds_corpus_and_vocab_then_trains(tmp_path):
     model_dir = tmp_path / "demo"
+    # A tiny model, so the test checks the plumbing in seconds (the demo's own
+    # configuration is measured in the README, not here).
     command = [sys.executable, "-m", "bert_tf.demo", "--model_dir", str(model_dir),
+               "--set", "model.encoder.hidden_size=32", "--set", "model.encoder.num_layers=2",
+               "--set", "model.encoder.num_heads=2", "--set", "model.encoder.intermediate_size=64",
+               "--set", "data.max_seq_length=32", "--set", "data.max_predictions_per_seq=5",
+               "--set", "trainer.global_batch_size=16",
                "--set", "trainer.train_steps=40", "--set", "trainer.steps_per_loop=20",
-               "--set", "trainer.eval_every=0", "--set", "trainer.eval_steps=2"]
+               "--set", "trainer.eval_every=20", "--set", "trainer.eval_steps=2",
+               "--set", "runtime.mixed_precision=float32"]
     result = subprocess.run(command, cwd=REPO, env=train_env(), capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -39,4 +46,13 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path):
     assert len(documents) == 105  # the excerpt's articles (see tests/data/test_wikipedia.py)
     assert os.path.exists(model_dir / "ckpt-40.index")
     assert os.listdir(model_dir / "train") and os.listdir(model_dir / "eval")
-    assert f"TensorBoard: tensorboard --logdir {model_dir}" in result.stdout
+    # The last screen: held-out accuracies at the first and last evaluation,
+    # where everything is, TensorBoard and the study's command.
+    screen = result.stdout[result.stdout.index("bert_tf demo: what you got"):]
+    assert re.search(r"held-out MLM accuracy +[\d.]+ % at step 20 +-> +[\d.]+ % at step 40",
+                     screen)
+    assert re.search(r"held-out NSP accuracy +[\d.]+ % at step 20 +-> +[\d.]+ % at step 40",
+                     screen)
+    assert f"checkpoints            {model_dir}" in screen
+    assert f"TensorBoard            tensorboard --logdir {model_dir}" in screen
+    assert demo.STUDY_COMMAND in screen

@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from tensorboard.compat.proto import event_pb2
-
 from conftest import REPO, run_train, tiny_experiment, train_command, train_env
+from tensorboard.compat.proto import event_pb2
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +77,7 @@ def start_until_step(experiment_path, model_dir, step, *extra):
         if match and int(match.group(1)) >= step:
             return process, output
     process.wait()
-    raise AssertionError("the run ended before step %d:\n%s" % (step, "".join(output[-40:])))
+    raise AssertionError(f"the run ended before step {step}:\n" + "".join(output[-40:]))
 
 
 def event_steps(model_dir):
@@ -110,7 +109,7 @@ def test_sigkill_at_a_random_step_then_resume_gives_identical_weights(
     # TensorBoard: each tag's steps strictly increase across the restart.
     for (subdir, tag), steps in event_steps(tmp_path).items():
         assert steps == sorted(set(steps)), (subdir, tag, steps, kill_step)
-    assert event_steps(tmp_path)[("train", "loss")] == list(range(1, TRAIN_STEPS + 1))
+    assert event_steps(tmp_path)[("train", "losses/loss")] == list(range(1, TRAIN_STEPS + 1))
 
 
 def test_sigterm_stops_at_the_next_step_saves_and_resumes(experiment_path, uninterrupted,

@@ -10,12 +10,18 @@ import subprocess
 
 import pytest
 import tensorflow as tf
+from conftest import (
+    REPO,
+    checkpoint_weights,
+    max_weight_difference,
+    run_train,
+    train_command,
+    train_env,
+)
 
 from bert_tf import tasks
-from bert_tf.training import strategies, trainer as trainer_lib
-
-from conftest import (REPO, checkpoint_weights, max_weight_difference, run_train,
-                      train_command, train_env)
+from bert_tf.training import strategies
+from bert_tf.training import trainer as trainer_lib
 
 NO_DROPOUT = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
                           "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
@@ -40,8 +46,19 @@ def test_auto_picks_tpu_then_workers_then_gpus_then_cpu(monkeypatch):
 
 
 def test_tpu_strategy_without_a_tpu_is_a_clear_error():
-    with pytest.raises(RuntimeError, match="--strategy=tpu: cannot reach a TPU at 'local'"):
+    with pytest.raises(RuntimeError, match="--strategy=tpu: cannot reach a TPU at 'local'") as e:
         strategies.create_strategy("tpu", "local")
+    assert "\n" not in str(e.value)  # one line, not TensorFlow's kernel dump
+
+
+def test_train_with_strategy_tpu_and_no_tpu_prints_one_error_line(write_config, tmp_path):
+    from conftest import run_train
+
+    result = run_train(write_config(), tmp_path / "run", "--strategy=tpu")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot reach a TPU" in errors[0], result.stderr[-2000:]
+    assert "Registered kernels" not in result.stderr and "Traceback" not in result.stderr
 
 
 def _string_typed(graph_def):

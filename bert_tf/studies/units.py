@@ -1,0 +1,92 @@
+"""One unit of a study: a `python -m bert_tf.train` run that is either finished or not.
+
+A unit is finished when its `model_dir` holds the final evaluation of its
+last step (`bert_tf.sweep.finished_results`); running it again otherwise
+resumes from its newest checkpoint (the trainer's own resume). Each unit's
+trainer output goes to `model_dir/train.log`, and the wall time of every
+invocation is appended to `model_dir/unit_times.jsonl`, so a study can be
+killed at any point and loses at most the unit in progress.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+
+from bert_tf import sweep
+
+LOG_FILE = "train.log"
+TIMES_FILE = "unit_times.jsonl"
+
+
+class UnitFailedError(RuntimeError):
+    """A unit's training process exited with an error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainUnit:
+    """A training run: config, overrides and where its weights start."""
+
+    name: str
+    model_dir: str
+    config: str
+    overrides: tuple = ()
+    init_checkpoint: str | None = None
+
+    def command(self):
+        """The `python -m bert_tf.train` command line of this unit."""
+        command = [sys.executable, "-m", "bert_tf.train", "--config", self.config,
+                   "--model_dir", self.model_dir]
+        if self.init_checkpoint:
+            command += ["--init_checkpoint", self.init_checkpoint]
+        for override in self.overrides:
+            command += ["--set", override]
+        return command
+
+    def results(self):
+        """The final `eval_results.json` contents when finished, else None."""
+        return sweep.finished_results(self.model_dir)
+
+    def run(self, log=print):
+        """Runs (or resumes) the unit unless finished; returns its final results.
+
+        Raises:
+          UnitFailedError: the training process failed (the message names the log).
+        """
+        results = self.results()
+        if results is not None:
+            return results
+        os.makedirs(self.model_dir, exist_ok=True)
+        log_path = os.path.join(self.model_dir, LOG_FILE)
+        log(f"== {self.name}: running (log: {log_path})")
+        started = time.monotonic()
+        with open(log_path, "a", encoding="utf-8") as log_file:
+            log_file.write("$ " + " ".join(self.command()) + "\n")
+            log_file.flush()
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            code = subprocess.run(self.command(), stdout=log_file, stderr=subprocess.STDOUT,
+                                  env=env).returncode
+        seconds = time.monotonic() - started
+        with open(os.path.join(self.model_dir, TIMES_FILE), "a", encoding="utf-8") as f:
+            f.write(json.dumps({"seconds": round(seconds, 1), "exit_code": code}) + "\n")
+        if code != 0:
+            raise UnitFailedError(f"unit {self.name} failed with exit code {code}; see "
+                                  f"{log_path}; run the same command to resume it")
+        results = self.results()
+        if results is None:
+            raise UnitFailedError(f"unit {self.name} stopped before its last step (signal?); "
+                                  f"run the same command to resume it ({log_path})")
+        log(f"== {self.name}: finished in {seconds / 60:.1f} min")
+        return results
+
+
+def wall_seconds(model_dir):
+    """Total wall time of every recorded invocation of the unit in `model_dir`."""
+    path = os.path.join(model_dir, TIMES_FILE)
+    if not os.path.isfile(path):
+        return 0.0
+    with open(path, encoding="utf-8") as f:
+        return sum(json.loads(line)["seconds"] for line in f if line.strip())

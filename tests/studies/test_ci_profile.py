@@ -1,0 +1,66 @@
+"""The study command with `--profile ci`: the study's machinery end to end.
+
+The CI profile is the measured study's command on a tiny configuration (a
+32-wide encoder, 8 pretraining steps, one task, one learning rate, one seed);
+it measures nothing, it proves that corpus, pretraining, both arms, the report
+and the resume work together.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from bert_tf.studies import spec as spec_lib
+
+pytestmark = pytest.mark.slow
+
+
+def _run(out):
+    command = [sys.executable, "-m", "bert_tf.experiments", "pretrain_vs_random", "--out",
+               str(out), "--profile", "ci"]
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+    result = subprocess.run(command, cwd=spec_lib.REPO_ROOT, env=dict(os.environ, **env),
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    shared_file("glue", "STS-B", "train.tsv")
+    out = tmp_path / "study"
+    first = _run(out)
+    assert first.count(": running") == 3  # pretraining, then each arm's one run
+    results = json.loads((out / "results.json").read_text())
+    (pretraining,) = results["pretraining"]
+    assert pretraining["final_eval"]["step"] == 8
+    assert set(pretraining["final_eval"]["metrics"]) >= {"mlm_accuracy", "nsp_accuracy",
+                                                         "mlm_perplexity"}
+    assert [c["arm"] for c in results["finetuning"]] == ["pretrained", "random_init"]
+    for cell in results["finetuning"]:
+        assert cell["complete"] and cell["main_metric"] == "pearson"
+        assert cell["chosen_learning_rate"] == 1e-4 and len(cell["seed_scores"]) == 1
+    # The twin has the pretrained model's encoder and vocabulary, not its weights.
+    pretrained_params = yaml.safe_load(
+        (out / "pretraining" / "mlm_nsp" / "params.yaml").read_text())
+    twin_params = yaml.safe_load(
+        (out / "finetune" / "random_init" / "stsb" / "lr0.0001_seed0" / "params.yaml").read_text())
+    finetuned_params = yaml.safe_load(
+        (out / "finetune" / "pretrained" / "stsb" / "lr0.0001_seed0" / "params.yaml").read_text())
+    for params in (twin_params, finetuned_params):
+        assert params["model"]["encoder"] == pretrained_params["model"]["encoder"]
+        assert params["data"]["vocab_file"] == pretrained_params["data"]["vocab_file"]
+    report = (out / "report.md").read_text()
+    assert "| stsb | pearson |" in report and "Held-out at step 8" in report
+    for plot in ("pretraining.png", "dev_scores.png"):
+        assert (out / "plots" / plot).read_bytes()[:4] == b"\x89PNG"
+    # Everything is finished: a rerun trains nothing and reports the same numbers.
+    second = _run(out)
+    assert ": running" not in second
+    again = json.loads((out / "results.json").read_text())
+    assert [c["seed_scores"] for c in again["finetuning"]] == \
+        [c["seed_scores"] for c in results["finetuning"]]

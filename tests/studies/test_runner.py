@@ -1,0 +1,93 @@
+"""The study runner: arms' weights and vocabulary, the selection rule, finished units skipped."""
+
+import json
+import os
+
+import yaml
+
+from bert_tf.studies import report, runner
+from bert_tf.studies import spec as spec_lib
+from bert_tf.studies.units import TrainUnit
+
+ENCODER = {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2, "num_heads": 2,
+           "intermediate_size": 64}
+
+
+def _finish(model_dir, metrics, steps=10, extra=None):
+    """Makes `model_dir` look like a finished trainer run."""
+    os.makedirs(model_dir, exist_ok=True)
+    params = {"trainer": {"train_steps": steps}, **(extra or {})}
+    with open(os.path.join(model_dir, "params.yaml"), "w") as f:
+        yaml.safe_dump(params, f)
+    with open(os.path.join(model_dir, "eval_results.json"), "w") as f:
+        json.dump({"step": steps, "metrics": metrics}, f)
+
+
+def _study(tmp_path):
+    spec = spec_lib.load_study("pretrain_vs_random")
+    study = runner.Study(spec, str(tmp_path / "study"), log=lambda message: None)
+    _finish(study.pretraining_dir("mlm_nsp"), {"mlm_accuracy": 0.1, "mlm_loss": 5.0},
+            extra={"model": {"encoder": ENCODER},
+                   "data": {"vocab_file": "/v/vocab.txt", "lower_case": True}})
+    return spec, study
+
+
+def test_pretrained_arm_starts_from_the_pretraining_and_its_twin_from_its_config(tmp_path):
+    spec, study = _study(tmp_path)
+    stsb = spec.suite.tasks[0]
+    pretrained = study.finetune_unit(spec.arms[0], stsb, 3e-5, 1)
+    assert pretrained.init_checkpoint == study.pretraining_dir("mlm_nsp")
+    assert "optimizer.learning_rate=3e-05" in pretrained.overrides
+    assert "runtime.seed=1" in pretrained.overrides and "data.seed=1" in pretrained.overrides
+    twin = study.finetune_unit(spec.arms[1], stsb, 3e-5, 1)
+    assert twin.init_checkpoint is None
+    encoder = [o for o in twin.overrides if o.startswith("model.encoder=")]
+    assert [yaml.safe_load(o.split("=", 1)[1]) for o in encoder] == [ENCODER]
+    assert 'data.vocab_file="/v/vocab.txt"' in twin.overrides
+    # Everything but the weights' origin is the same recipe.
+    same = [o for o in twin.overrides if o not in encoder and not o.startswith("data.vocab_file")
+            and not o.startswith("data.lower_case")]
+    assert same == list(pretrained.overrides)
+    assert "--init_checkpoint" not in twin.command()
+
+
+def test_the_rate_is_chosen_on_the_first_seed_and_the_other_seeds_reuse_it(tmp_path):
+    spec, study = _study(tmp_path)
+    arm, stsb = spec.arms[1], spec.suite.tasks[0]
+    scores = {1e-4: 0.30, 5e-5: 0.50, 3e-5: 0.50, 2e-5: 0.10}
+    for lr, score in scores.items():
+        _finish(study.run_dir(arm.name, "stsb", lr, 0), {"pearson": score, "spearman": 0.0})
+    cell = study.run_suite_cell(arm, stsb, execute=False)
+    # A tie goes to the first listed rate; the other seeds have not run yet.
+    assert cell["main_metric"] == "pearson"
+    assert cell["chosen_learning_rate"] == 5e-5 and not cell["complete"]
+    _finish(study.run_dir(arm.name, "stsb", 5e-5, 1), {"pearson": 0.56, "spearman": 0.0})
+    _finish(study.run_dir(arm.name, "stsb", 5e-5, 2), {"pearson": 0.53, "spearman": 0.0})
+    cell = report.cell_statistics(study.run_suite_cell(arm, stsb, execute=False))
+    assert cell["complete"] and cell["seed_scores"] == [0.50, 0.56, 0.53]
+    assert abs(cell["mean"] - 0.53) < 1e-9 and abs(cell["range"] - 0.06) < 1e-9
+    assert cell["learning_rate_scores"] == {"0.0001": 0.30, "5e-05": 0.50, "3e-05": 0.50,
+                                            "2e-05": 0.10}
+
+
+def test_a_gap_counts_only_beyond_the_spread_of_both_arms():
+    spec = spec_lib.load_study("pretrain_vs_random")
+
+    def cell(arm, task, mean, spread):
+        return {"arm": arm, "task": task, "main_metric": "m", "mean": mean, "range": spread,
+                "complete": True}
+
+    rows = report.comparisons(spec, [cell("pretrained", "stsb", 0.70, 0.02),
+                                     cell("random_init", "stsb", 0.60, 0.05),
+                                     cell("pretrained", "rte", 0.55, 0.04),
+                                     cell("random_init", "rte", 0.53, 0.01)])
+    assert [(r["task"], r["beyond_spread"]) for r in rows] == [("stsb", True), ("rte", False)]
+
+
+def test_a_finished_unit_is_not_run_again(tmp_path):
+    model_dir = str(tmp_path / "run")
+    unit = TrainUnit("u", model_dir, "no/such/config.yaml")
+    assert unit.results() is None
+    _finish(model_dir, {"accuracy": 0.5}, steps=7)
+    # The config does not exist: running would fail, so returning proves nothing ran.
+    assert unit.run(log=lambda message: None) == {"step": 7, "metrics": {"accuracy": 0.5}}
