@@ -17,10 +17,11 @@ Running it again resumes the run (steps 2 and 3 are skipped when their files exi
 import argparse
 import importlib.resources
 import json
-import logging
 import os
 import sys
 import time
+
+from bert_tf import console
 
 STUDY_COMMAND = "python -m bert_tf.experiments pretrain_vs_random --out runs/study"
 DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -124,13 +125,13 @@ def parse_args(argv):
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="config override (repeatable)")
+    console.add_verbose_flag(parser)
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    console.setup(args.verbose)
     try:
         dump = args.dump or gensim_dump_path()
         text_path, vocab_path = prepare_corpus(
