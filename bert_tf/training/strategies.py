@@ -77,11 +77,13 @@ def create_strategy(name, tpu_address="", logical_cpu_devices=0):
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if name == "mirrored":
         if gpus:
+            logging.info("MirroredStrategy over devices %s", ", ".join(gpus))
             return tf.distribute.MirroredStrategy(gpus)
         cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
         if logical_cpu_devices and len(cpus) != logical_cpu_devices:
             raise RuntimeError(f"expected {logical_cpu_devices} logical CPU devices, found "
                                f"{len(cpus)}: split_cpu() must run before TensorFlow starts")
+        logging.info("MirroredStrategy over devices %s", ", ".join(cpus))
         return tf.distribute.MirroredStrategy(cpus)
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy(gpus[0] if gpus else "/cpu:0")
