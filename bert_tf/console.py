@@ -31,3 +31,13 @@ def setup(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     for name in ("tensorflow", "absl"):
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def print_fields(fields: list[tuple[str, object]]) -> None:
+    """Prints one `name: value` line per field: a command's closing screen.
+
+    Args:
+      fields: (name, value) pairs, printed in order.
+    """
+    for name, value in fields:
+        print(f"{name}: {value}")

@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from bert_tf import console
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.experiments", description=__doc__,
@@ -70,10 +72,10 @@ def main(argv=None):
     done = sum(cell["complete"] for cell in results["finetuning"])
     log(f"{done}/{len(results['finetuning'])} (arm, task) cells complete; this invocation "
         f"took {(time.monotonic() - started) / 60:.1f} min")
-    print(f"report: {os.path.join(study.out_dir, 'report.md')}")
-    print(f"results: {os.path.join(study.out_dir, 'results.json')}")
-    print(f"plots: {os.path.join(study.out_dir, 'plots')}")
-    print(f"TensorBoard: tensorboard --logdir {study.out_dir}")
+    console.print_fields([("report", os.path.join(study.out_dir, "report.md")),
+                          ("results", os.path.join(study.out_dir, "results.json")),
+                          ("plots", os.path.join(study.out_dir, "plots")),
+                          ("TensorBoard", f"tensorboard --logdir {study.out_dir}")])
     return 0
 
 

@@ -7,6 +7,8 @@
 import argparse
 import sys
 
+from bert_tf import console
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.summary", description=__doc__,
@@ -32,9 +34,9 @@ def main(argv=None):
         model = encoder if args.task == "encoder" else BertPretrainer(encoder)
     model.summary(expand_nested=False)
     encoder = getattr(model, "encoder", model)
-    print(f"encoder config: {encoder.encoder_config}")
-    print(f"encoder parameters: {encoder.count_params():,}")
-    print(f"{type(model).__name__} parameters: {model.count_params():,}")
+    console.print_fields([("encoder config", encoder.encoder_config),
+                          ("encoder parameters", f"{encoder.count_params():,}"),
+                          (f"{type(model).__name__} parameters", f"{model.count_params():,}")])
     return 0
 
 

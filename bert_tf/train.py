@@ -112,9 +112,9 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
               f"{summary or 'none recorded'}")
     else:
         print(f"finished at step {result.step}; eval: {summary or 'none'}")
-    print(f"weights fingerprint: {result.weights_fingerprint}")
-    print(f"checkpoints and logs: {os.path.abspath(model_dir)}")
-    print(f"TensorBoard: tensorboard --logdir {os.path.abspath(model_dir)}")
+    console.print_fields([("weights fingerprint", result.weights_fingerprint),
+                          ("checkpoints and logs", os.path.abspath(model_dir)),
+                          ("TensorBoard", f"tensorboard --logdir {os.path.abspath(model_dir)}")])
     return 0
 
 

@@ -37,6 +37,7 @@ from bert_tf.checkpoints import (
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.registry import Registry
 from bert_tf.text import tokenizer_contract as contracts
 
 MODEL_TYPES = ("encoder", "pretrainer")
@@ -280,14 +281,25 @@ def _tf_checkpoint_prefix(path):
         return None
 
 
-class GoogleFormat(WeightsFormat):
+class TfCheckpointFormat(WeightsFormat):
+    """A format stored as a name-based TF checkpoint, told apart by its variable names."""
+
+    @abc.abstractmethod
+    def has_own_names(self, prefix: str) -> bool:
+        """Whether the checkpoint at `prefix` names its variables this format's way."""
+
+    def detect(self, path):
+        prefix = _tf_checkpoint_prefix(path)
+        return prefix is not None and self.has_own_names(prefix)
+
+
+class GoogleFormat(TfCheckpointFormat):
     """google-research/bert TF1 checkpoints (`google_tf1`)."""
 
     name = "google"
 
-    def detect(self, path):
-        prefix = _tf_checkpoint_prefix(path)
-        return prefix is not None and google_tf1.is_google_checkpoint(prefix)
+    def has_own_names(self, prefix):
+        return google_tf1.is_google_checkpoint(prefix)
 
     def read_config(self, path, hidden_act):
         return google_tf1.read_config(_source_dir(path)), None
@@ -300,14 +312,13 @@ class GoogleFormat(WeightsFormat):
         return google_tf1.write(model, directory, vocab_file)
 
 
-class ModelGardenFormat(WeightsFormat):
+class ModelGardenFormat(TfCheckpointFormat):
     """Model Garden `BertEncoderV2` checkpoints (`model_garden`); encoder only."""
 
     name = "garden"
 
-    def detect(self, path):
-        prefix = _tf_checkpoint_prefix(path)
-        return prefix is not None and model_garden.is_garden_checkpoint(prefix)
+    def has_own_names(self, prefix):
+        return model_garden.is_garden_checkpoint(prefix)
 
     def read_config(self, path, hidden_act):
         # The checkpoint does not record the activation: Model Garden's default.
@@ -323,7 +334,7 @@ class ModelGardenFormat(WeightsFormat):
 
 
 # Format name -> format, in detection order: the first whose `detect` holds wins.
-FORMATS: dict[str, CheckpointFormat] = {}
+FORMATS: Registry[CheckpointFormat] = Registry("checkpoint format", CheckpointFormat)
 
 
 def register_format(fmt: CheckpointFormat) -> CheckpointFormat:
@@ -336,15 +347,7 @@ def register_format(fmt: CheckpointFormat) -> CheckpointFormat:
       TypeError: `fmt` is not a `CheckpointFormat`.
       ValueError: its name is empty or taken.
     """
-    if not isinstance(fmt, CheckpointFormat):
-        raise TypeError(f"expected a CheckpointFormat, got {type(fmt).__name__}")
-    if not fmt.name:
-        raise ValueError(f"{fmt!r}: a checkpoint format needs a name")
-    if fmt.name in FORMATS:
-        raise ValueError(f"checkpoint format {fmt.name!r} is registered already "
-                         f"({FORMATS[fmt.name]!r})")
-    FORMATS[fmt.name] = fmt
-    return fmt
+    return FORMATS.add(fmt)
 
 
 def get_format(name: str) -> CheckpointFormat:
@@ -356,9 +359,7 @@ def get_format(name: str) -> CheckpointFormat:
     Raises:
       ValueError: naming the unknown format and the known ones.
     """
-    if name not in FORMATS:
-        raise ValueError(f"unknown checkpoint format {name!r}; expected one of {tuple(FORMATS)}")
-    return FORMATS[name]
+    return FORMATS.lookup(name)
 
 
 def writable_formats() -> list[str]:

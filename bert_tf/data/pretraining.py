@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import corpus
+from bert_tf.data import packing as packing_lib
 from bert_tf.data.records import FEATURE_NAMES
 from bert_tf.data.sentence_pairs import make_instances
 from bert_tf.text.masking import DynamicMasker, VocabInfo, read_vocab, vocab_info_from_tokens
@@ -102,7 +103,8 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
                          masked_lm_prob=0.15, short_seq_prob=0.1, nsp=True,
                          whole_word_masking=False, seed=0, pipeline_id=0,
                          documents_per_window=64, shuffle_buffer_size=10000,
-                         start_example=0, num_parallel_calls=tf.data.AUTOTUNE):
+                         start_example=0, packing=None,
+                         num_parallel_calls=tf.data.AUTOTUNE):
     """One epoch of unbatched pretraining examples from a dataset of documents.
 
     Args:
@@ -123,11 +125,15 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
       shuffle_buffer_size: instances are shuffled in blocks of this many
         (a seeded permutation per block); instances of one document are
         consecutive before it. 0 or 1 disables.
-      start_example: skip this many examples (resuming inside the epoch).
+      start_example: skip this many examples (resuming inside the epoch);
+        with packing, this many packed rows.
+      packing: a `bert_tf.data.packing.PackingOptions` to pack several
+        instances per row (see `bert_tf.data.packing`), or None.
       num_parallel_calls: parallelism of the maps (order stays deterministic).
 
     Returns:
-      A `tf.data.Dataset` of feature dicts (see `FEATURE_NAMES`).
+      A `tf.data.Dataset` of feature dicts (see `FEATURE_NAMES`; packed rows
+      add the features of `bert_tf.data.packing.merge_pretraining_slots`).
     """
     vocab, masker = _prepare(tokenizer, vocab_file, max_seq_length=max_seq_length,
                              max_predictions_per_seq=max_predictions_per_seq,
@@ -138,7 +144,8 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
         documents, tokenizer, vocab, masker, epoch=epoch, start_example=start_example,
         max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, nsp=nsp, seed=seed,
         pipeline_id=pipeline_id, documents_per_window=documents_per_window,
-        shuffle_buffer_size=shuffle_buffer_size, num_parallel_calls=num_parallel_calls)
+        shuffle_buffer_size=shuffle_buffer_size, packing=packing,
+        num_parallel_calls=num_parallel_calls)
 
 
 def _prepare(tokenizer, vocab_file, *, max_seq_length, max_predictions_per_seq,
@@ -162,7 +169,7 @@ def _prepare(tokenizer, vocab_file, *, max_seq_length, max_predictions_per_seq,
 
 def _epoch_examples(documents, tokenizer, vocab, masker, *, epoch, start_example,
                     max_seq_length, short_seq_prob, nsp, seed, pipeline_id,
-                    documents_per_window, shuffle_buffer_size, num_parallel_calls):
+                    documents_per_window, shuffle_buffer_size, packing, num_parallel_calls):
     """The dataset of `pretraining_examples`, from validated inputs (traceable)."""
     key = _fold(tf.constant([seed, 0], tf.int64), epoch, pipeline_id)
     pairs_key = _fold(key, _PAIRS_TAG)
@@ -186,8 +193,44 @@ def _epoch_examples(documents, tokenizer, vocab, masker, *, epoch, start_example
     instances = windows.map(window_instances, num_parallel_calls=num_parallel_calls).unbatch()
     if shuffle_buffer_size > 1:
         instances = _shuffle_blocks(instances, shuffle_buffer_size, _fold(key, _SHUFFLE_TAG))
+    if packing is not None:
+        return _packed_examples(
+            instances, masker, mask_key, packing, max_seq_length=max_seq_length,
+            start_example=start_example, nsp=nsp, num_parallel_calls=num_parallel_calls)
     examples = instances.enumerate().skip(start_example)
     return examples.map(mask_example, num_parallel_calls=num_parallel_calls)
+
+
+def _packed_examples(instances, masker, mask_key, packing, *, max_seq_length, start_example,
+                     nsp, num_parallel_calls):
+    """Packed rows from unmasked instances: assign, skip, then mask each slot and merge.
+
+    Each instance keeps its index in the epoch, so its mask is the one the
+    unpacked pipeline draws for it; rows are counted after packing, so
+    `start_example` skips rows.
+    """
+    max_per_row = packing.max_sequences_per_row
+    max_predictions = packing_lib.max_packed_predictions(
+        max_seq_length, max_per_row, masker.max_predictions_per_seq, masker.masked_lm_prob)
+
+    def assign(window):
+        lengths = tf.reduce_sum(window["input_mask"], axis=1)  # [W]
+        return packing_lib.to_slots(window, lengths, max_seq_length, max_per_row)
+
+    def mask_and_merge(slots):
+        masked = [masker(slots["input_ids"][k], _fold(mask_key, slots["example_index"][k]))
+                  for k in range(max_per_row)]
+        slots = dict(slots)
+        for name in masked[0]:
+            slots[name] = tf.stack([features[name] for features in masked])  # [K, ...]
+        if not nsp:
+            del slots["next_sentence_labels"]
+        return packing_lib.merge_pretraining_slots(slots, max_seq_length, max_predictions)
+
+    indexed = instances.enumerate().map(
+        lambda index, instance: {**instance, "example_index": index})
+    rows = indexed.batch(packing.window).map(assign).unbatch()
+    return rows.skip(start_example).map(mask_and_merge, num_parallel_calls=num_parallel_calls)
 
 
 def _shuffle_blocks(instances, block_size, key):
@@ -214,7 +257,7 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
                         start_example=0, documents_per_window=64,
                         shuffle_buffer_size=10000, input_context=None,
                         drop_remainder=True, cycle_length=4, holdout_every=0,
-                        held_out=False, num_parallel_calls=tf.data.AUTOTUNE):
+                        held_out=False, packing=None, num_parallel_calls=tf.data.AUTOTUNE):
     """Batches of dynamically masked BERT pretraining features from corpus files.
 
     Args:
@@ -237,6 +280,8 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
         document of this input pipeline is held out (see
         `corpus.holdout_split`); `held_out=True` yields only those (an eval
         set), `held_out=False` only the others (the training set).
+      packing: a `bert_tf.data.packing.PackingOptions`, or None (one
+        instance per row); `batch_size` and `start_example` then count rows.
       Other arguments: see `pretraining_examples`.
 
     Returns:
@@ -266,7 +311,8 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
             documents, tokenizer, vocab, masker, epoch=current_epoch, start_example=skip,
             max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, nsp=nsp,
             seed=seed, pipeline_id=pipeline_id, documents_per_window=documents_per_window,
-            shuffle_buffer_size=shuffle_buffer_size, num_parallel_calls=num_parallel_calls)
+            shuffle_buffer_size=shuffle_buffer_size, packing=packing,
+            num_parallel_calls=num_parallel_calls)
 
     last = np.iinfo(np.int64).max if num_epochs is None else epoch + num_epochs
     dataset = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)
@@ -282,7 +328,10 @@ def to_model_inputs(features):
 
     inputs: `token_ids`, `segment_ids`, `padding_mask`, `masked_lm_positions`;
     labels: `masked_lm_ids`, `masked_lm_weights` and, when present,
-    `next_sentence_labels`. Usable as `dataset.map(to_model_inputs)`.
+    `next_sentence_labels`. Packed rows add the input
+    `cls_positions` (the feature `next_sentence_positions`) and the label
+    `next_sentence_weights`.
+    Usable as `dataset.map(to_model_inputs)`.
     """
     inputs = {
         "token_ids": features["input_ids"],
@@ -294,4 +343,7 @@ def to_model_inputs(features):
               "masked_lm_weights": features["masked_lm_weights"]}
     if "next_sentence_labels" in features:
         labels["next_sentence_labels"] = features["next_sentence_labels"]
+    if "next_sentence_positions" in features:  # packed rows
+        inputs["cls_positions"] = features["next_sentence_positions"]
+        labels["next_sentence_weights"] = features["next_sentence_weights"]
     return inputs, labels

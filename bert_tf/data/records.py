@@ -36,6 +36,7 @@ import struct
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.data import packing as packing_lib
 from bert_tf.file_patterns import expand_file_patterns
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
@@ -294,7 +295,8 @@ def read_pretraining_records(file_patterns, *, batch_size=None, max_seq_length=N
                              max_predictions_per_seq=None, nsp=None, input_context=None,
                              shuffle_files=False, shuffle_buffer_size=0, seed=0,
                              num_epochs=1, drop_remainder=True, cycle_length=8,
-                             validate=True, num_parallel_calls=tf.data.AUTOTUNE):
+                             validate=True, packing=None,
+                             num_parallel_calls=tf.data.AUTOTUNE):
     """A `tf.data.Dataset` of pretraining features read from BERT TFRecord files.
 
     Args:
@@ -315,6 +317,9 @@ def read_pretraining_records(file_patterns, *, batch_size=None, max_seq_length=N
       cycle_length: files read at once (deterministic interleave).
       validate: check the framing of every file eagerly and the record
         counts in graph (see the module docstring).
+      packing: a `bert_tf.data.packing.PackingOptions` to pack several
+        examples per row (rows then carry K * P predictions and per-slot
+        NSP features; `batch_size` counts rows), or None.
       num_parallel_calls: parallelism of reading and parsing.
 
     Returns:
@@ -383,11 +388,19 @@ def read_pretraining_records(file_patterns, *, batch_size=None, max_seq_length=N
         return parse_pretraining_examples(serialized, max_seq_length,
                                           max_predictions_per_seq, nsp)
 
+    per_replica = (input_context.get_per_replica_batch_size(batch_size)
+                   if input_context is not None and batch_size is not None else batch_size)
+    if packing is not None:
+        # The records' masking rate is unknown here: K * P always holds the row's predictions.
+        rows = packing_lib.pack_examples(
+            records.map(parse, num_parallel_calls=num_parallel_calls), packing,
+            max_seq_length, packing.max_sequences_per_row * max_predictions_per_seq)
+        if per_replica is not None:
+            rows = rows.batch(per_replica, drop_remainder=drop_remainder)
+        return rows.prefetch(tf.data.AUTOTUNE)
     if batch_size is None:
         return records.map(parse, num_parallel_calls=num_parallel_calls).prefetch(
             tf.data.AUTOTUNE)
-    per_replica = (input_context.get_per_replica_batch_size(batch_size)
-                   if input_context is not None else batch_size)
     # Parsing a whole batch at once is much cheaper than example by example.
     records = records.batch(per_replica, drop_remainder=drop_remainder)
     return records.map(parse, num_parallel_calls=num_parallel_calls).prefetch(

@@ -26,6 +26,7 @@ import tensorflow as tf
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import postprocess, text_inputs
 from bert_tf.export.char_offsets import byte_to_char_offsets
+from bert_tf.registry import Registry
 
 Features = Mapping[str, tf.Tensor]
 Outputs = dict[str, tf.Tensor]
@@ -333,7 +334,7 @@ class SpanLabelerKind(HeadKind):
 
 # Kind name -> its serving contract. Encoders and pretrainers serve the same
 # encoder outputs (a pretrainer's heads are for training only).
-SERVING_KINDS: dict[str, ServingKind] = {}
+SERVING_KINDS: Registry[ServingKind] = Registry("serving kind", ServingKind)
 
 
 def register_serving_kind(kind: ServingKind) -> ServingKind:
@@ -344,15 +345,9 @@ def register_serving_kind(kind: ServingKind) -> ServingKind:
 
     Raises:
       TypeError: `kind` is not a `ServingKind`.
-      ValueError: a kind of that name is registered already.
+      ValueError: its name is empty or registered already.
     """
-    if not isinstance(kind, ServingKind):
-        raise TypeError(f"expected a ServingKind, got {type(kind).__name__}")
-    if kind.name in SERVING_KINDS:
-        raise ValueError(f"serving kind {kind.name!r} is registered already "
-                         f"({SERVING_KINDS[kind.name]!r})")
-    SERVING_KINDS[kind.name] = kind
-    return kind
+    return SERVING_KINDS.add(kind)
 
 
 def serving_kind(name: str) -> ServingKind:
@@ -364,11 +359,7 @@ def serving_kind(name: str) -> ServingKind:
     Raises:
       ValueError: naming the unknown kind and the known ones.
     """
-    try:
-        return SERVING_KINDS[name]
-    except KeyError:
-        raise ValueError(f"no serving kind {name!r} is registered; known kinds: "
-                         f"{sorted(SERVING_KINDS)}") from None
+    return SERVING_KINDS.lookup(name)
 
 
 for _kind in (ClassifierKind("classifier"), RegressorKind("regressor"),

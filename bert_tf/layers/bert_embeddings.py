@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from bert_tf.layers import sequence_ids as sequence_ids_lib
 from bert_tf.layers.bert_dropout import BertDropout
 from bert_tf.layers.bert_layer_norm import BertLayerNorm
 
@@ -13,7 +14,10 @@ class BertEmbeddings(keras.layers.Layer):
 
     Sums word, learned absolute position and segment (token type) embeddings,
     then applies LayerNorm and dropout. Takes `token_ids` and `segment_ids`
-    of shape [B, S] and returns [B, S, D].
+    of shape [B, S] and returns [B, S, D]. With `sequence_ids` (the
+    encoder's `padding_mask`, see `bert_tf.layers.sequence_ids`) positions
+    restart at 0 in every sequence of a packed row; without, they are
+    0 .. S-1.
 
     Args:
       vocab_size: rows V of the word-embedding table.
@@ -38,7 +42,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = dropout
         self.initializer_range = initializer_range
 
-    def build(self, token_ids_shape, segment_ids_shape=None):
+    def build(self, token_ids_shape, segment_ids_shape=None, sequence_ids_shape=None):
         initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         self.word_embeddings = keras.layers.Embedding(
             self.vocab_size, self.hidden_size, embeddings_initializer=initializer,
@@ -61,8 +65,7 @@ class BertEmbeddings(keras.layers.Layer):
             self.dropout, dtype=self.dtype_policy, name="dropout")
         self.built = True
 
-    def call(self, token_ids, segment_ids, training=None):
-        seq_length = ops.shape(token_ids)[1]
+    def call(self, token_ids, segment_ids, sequence_ids=None, training=None):
         words = self.word_embeddings(token_ids)  # [B, S, D]
         # Segment embeddings as a one-hot matmul: for BERT's 2 (or a few)
         # rows, its gradient is a dense [T, D] product, where a gather's is
@@ -71,13 +74,18 @@ class BertEmbeddings(keras.layers.Layer):
             segment_ids, self.type_vocab_size, dtype=self.compute_dtype)  # [B, S, T]
         segments = ops.matmul(one_hot_segments, ops.cast(
             self.segment_embeddings.embeddings, self.compute_dtype))  # [B, S, D]
-        positions = ops.cast(
-            self.position_embeddings.embeddings[:seq_length], self.compute_dtype)  # [S, D]
-        embeddings = words + segments + positions[None, :, :]
+        table = ops.cast(self.position_embeddings.embeddings, self.compute_dtype)  # [P, D]
+        if sequence_ids is None:
+            positions = table[None, :ops.shape(token_ids)[1]]  # [1, S, D]
+        else:
+            positions = ops.take(
+                table, sequence_ids_lib.position_ids(sequence_ids), axis=0)  # [B, S, D]
+        embeddings = words + segments + positions
         embeddings = self.layer_norm(embeddings)
         return self.dropout_layer(embeddings, training=training)
 
-    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None,
+                             sequence_ids_shape=None):
         return tuple(token_ids_shape) + (self.hidden_size,)
 
     def get_config(self):

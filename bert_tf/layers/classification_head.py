@@ -44,7 +44,7 @@ class ClassificationHead(keras.layers.Layer):
         return ops.cast(self.dense(hidden), "float32")
 
     def compute_output_shape(self, pooled_shape):
-        return (pooled_shape[0], self.num_classes)
+        return (*pooled_shape[:-1], self.num_classes)
 
     def get_config(self):
         config = super().get_config()

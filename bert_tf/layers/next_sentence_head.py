@@ -8,7 +8,8 @@ from keras import ops
 class NextSentenceHead(keras.layers.Layer):
     """Two-way IsNext / NotNext classifier on the pooled output.
 
-    Input [B, D]; float32 logits [B, 2] (index 0 = IsNext, as in BERT).
+    Input [..., D] (pooled outputs: [B, D], or [B, K, D] for packed rows);
+    float32 logits [..., 2] (index 0 = IsNext, as in BERT).
 
     Args:
       initializer_range: stddev of the dense kernel's initializer.
@@ -31,7 +32,7 @@ class NextSentenceHead(keras.layers.Layer):
         return ops.cast(self.dense(pooled_output), "float32")
 
     def compute_output_shape(self, pooled_shape):
-        return (pooled_shape[0], 2)
+        return (*pooled_shape[:-1], 2)
 
     def get_config(self):
         config = super().get_config()

@@ -4,7 +4,7 @@ import keras
 
 from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder
-from bert_tf.models.task_model import TaskModel, encoder_inputs
+from bert_tf.models.task_model import TaskModel, encoder_inputs, pooled_at
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -14,26 +14,40 @@ class BertClassifier(TaskModel):
     Output `logits` [B, num_classes] (float32); `num_classes=1` gives a
     regression score.
 
+    Packed rows (`packed=True`: several examples per row, numbered in
+    `padding_mask`; see `BertEncoder`) add the input `cls_positions`
+    [B, K], each example's [CLS], and give `logits` [B, K, num_classes].
+    The weights are the same either way, and `get_config` leaves `packed`
+    out, so a saved or exported classifier takes ordinary rows.
+
     Args:
       encoder: the `BertEncoder` whose pooled output is classified.
       num_classes: number of classes (1: one regression score).
       dropout: dropout before the head; None: the encoder's hidden dropout.
+      packed: take packed rows (see above).
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
     """
 
     def __init__(self, encoder: BertEncoder, num_classes: int, dropout: float | None = None,
-                 **kwargs):
+                 packed: bool = False, **kwargs):
         config = encoder.encoder_config
         dropout = config.hidden_dropout if dropout is None else dropout
         inputs = encoder_inputs()
+        encoded = encoder(inputs)
+        if packed:
+            inputs["cls_positions"] = keras.Input(shape=(None,), dtype="int32",
+                                                  name="cls_positions")
+            pooled = pooled_at(encoder, encoded, inputs["cls_positions"])  # [B, K, D]
+        else:
+            pooled = encoded["pooled_output"]  # [B, D]
         head = ClassificationHead(
             num_classes, dropout=dropout, initializer_range=config.initializer_range,
             dtype=encoder.dtype_policy, name="classification_head")
-        logits = head(encoder(inputs)["pooled_output"])
-        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        super().__init__(inputs=inputs, outputs={"logits": head(pooled)}, **kwargs)
         self.encoder = encoder
         self.num_classes = num_classes
         self.dropout = dropout
+        self.packed = packed
         self.head = head
 
     def get_config(self):

@@ -1,15 +1,11 @@
 """The BERT encoder (backbone) as a functional Keras 3 model."""
 
 import keras
-from keras import ops
 
+from bert_tf.layers import sequence_ids
 from bert_tf.layers.bert_embeddings import BertEmbeddings
 from bert_tf.layers.transformer_block import TransformerBlock
 from bert_tf.models.encoder_config import EncoderConfig
-
-# BERT's additive mask value: large enough that exp() underflows to 0 in
-# float32, small enough not to overflow when added to the scores.
-_MASK_BIAS = -10000.0
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -17,7 +13,11 @@ class BertEncoder(keras.Model):
     """BERT's Transformer encoder with its pooler; no task heads.
 
     Inputs (dict, int32, [B, S]): `token_ids`, `segment_ids`, `padding_mask`
-    (1 for real tokens, 0 for padding).
+    (1 for real tokens, 0 for padding). A packed row (several sequences in
+    one row) numbers its sequences in `padding_mask` instead: 1, 2, ... per
+    token, 0 for padding; attention then stays within each sequence and
+    positions restart in each (see `bert_tf.layers.sequence_ids`), so every
+    sequence is encoded as if it were alone in its row.
 
     Outputs (dict): `sequence_output` [B, S, D] (the last layer),
     `pooled_output` [B, D] (tanh dense layer on the first token) and
@@ -84,10 +84,8 @@ class BertEncoder(keras.Model):
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
         padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
 
-        hidden = embeddings(token_ids, segment_ids)
-        # [B, T] -> [B, 1, 1, T]: one bias row broadcast over heads and queries.
-        attention_bias = (1.0 - ops.cast(padding_mask, "float32")) * _MASK_BIAS
-        attention_bias = ops.expand_dims(ops.expand_dims(attention_bias, 1), 1)
+        hidden = embeddings(token_ids, segment_ids, padding_mask)
+        attention_bias = sequence_ids.attention_bias(padding_mask)  # [B, 1, S, T]
         encoder_outputs = []
         for block in blocks:
             hidden = block(hidden, attention_bias)

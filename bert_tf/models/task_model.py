@@ -1,6 +1,7 @@
 """Common plumbing of task models: an encoder plus heads, serialisable."""
 
 import keras
+from keras import ops
 
 
 class TaskModel(keras.Model):
@@ -32,3 +33,20 @@ def encoder_inputs(sequence_shape=(None,)):
         key: keras.Input(shape=sequence_shape, dtype="int32", name=key)
         for key in ("token_ids", "segment_ids", "padding_mask")
     }
+
+
+def pooled_at(encoder, encoded, cls_positions):
+    """The encoder's pooler applied at each sequence's [CLS] in packed rows.
+
+    Args:
+      encoder: the `BertEncoder` whose pooler is used (shared weights).
+      encoded: its outputs for packed rows (`sequence_output` [B, S, D]).
+      cls_positions: int32 [B, K], the first token of each of a row's K
+        sequence slots.
+
+    Returns:
+      [B, K, D]: what `pooled_output` is for each sequence run alone.
+    """
+    first_tokens = ops.take_along_axis(
+        encoded["sequence_output"], ops.expand_dims(cls_positions, -1), axis=1)  # [B, K, D]
+    return encoder.pooler(first_tokens)

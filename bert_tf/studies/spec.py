@@ -35,14 +35,17 @@ INIT_KINDS = ("pretrained", "random", "minilm")
 class CorpusSpec:
     """How `bert_tf.studies.corpus.build_corpus` cuts the shared texts."""
 
+    # Every this-many-th document of each source is held out for evaluation (5 %).
     holdout_every: int = 20
+    # Training files the shuffled documents are spread over (one per reader).
     num_shards: int = 4
+    # Seeds the document shuffle, so a rebuilt corpus is the same corpus.
     seed: int = 0
 
 
 @dataclasses.dataclass
-class PretrainingSpec:
-    """One pretraining run: a config file plus overrides, named for the arms."""
+class RunSpec:
+    """A named experiment config plus overrides: a pretraining run, or a fine-tuning task."""
 
     name: str = ""
     config: str = ""
@@ -67,15 +70,6 @@ class ArmSpec:
 
 
 @dataclasses.dataclass
-class TaskSpec:
-    """One fine-tuning task: its config and the overrides of the study's recipe."""
-
-    name: str = ""
-    config: str = ""
-    overrides: list[str] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
 class SuiteSpec:
     """The fine-tuning suite: tasks x learning rates x seeds, one rule for every arm.
 
@@ -83,7 +77,7 @@ class SuiteSpec:
     metric (ties: the first listed) then runs with the other seeds.
     """
 
-    tasks: list[TaskSpec] = dataclasses.field(default_factory=list)
+    tasks: list[RunSpec] = dataclasses.field(default_factory=list)
     learning_rates: list[float] = dataclasses.field(default_factory=list)
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0])
     # Applied to every fine-tuning run, before the task's own overrides.
@@ -100,7 +94,7 @@ class StudySpec:
     # Relative to the shared data folder (bert_tf.shared_data.data_dir()).
     vocab_file: str = "vocab/bert-base-uncased-vocab.txt"
     lower_case: bool = True
-    pretraining: list[PretrainingSpec] = dataclasses.field(default_factory=list)
+    pretraining: list[RunSpec] = dataclasses.field(default_factory=list)
     # Appended to every pretraining entry's overrides (profiles shrink runs with it).
     pretraining_overrides: list[str] = dataclasses.field(default_factory=list)
     # Compared arms, fine-tuned task by task in this order.

@@ -32,6 +32,8 @@ from typing import Any, ClassVar
 from bert_tf.checkpoints import assign
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.text import tokenizer_contract as contracts
+from bert_tf.training.optimizers import OptimizerConfig
+from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
 
 # Encoder fields that may differ between a checkpoint and the model it
 # initialises or resumes (regularisation, not shape or function).
@@ -86,6 +88,35 @@ def check_encoder_fits(checkpoint_config, model_config, path) -> None:
                            for k, (a, b) in differences.items())
         raise assign.CheckpointMismatchError(
             f"--init_checkpoint {path} does not fit model.encoder ({listed})")
+
+
+def experiment_class(name: str, task_name: str, model_class: type, data_class: type,
+                     doc: str) -> type:
+    """The experiment dataclass of a task: what one YAML config file holds.
+
+    Every experiment has the same sections: `task` (the task's registered
+    name), `model` (`model_class`), `data` (`data_class`) and the
+    `optimizer`, `trainer` and `runtime` sections the trainer reads.
+
+    Args:
+      name: the class name, e.g. "GlueExperiment".
+      task_name: the default of `task`, the name the task is registered under.
+      model_class: the dataclass of the `model` section.
+      data_class: the dataclass of the `data` section.
+      doc: the class docstring.
+    """
+    field = dataclasses.field
+    cls = dataclasses.make_dataclass(name, [
+        ("task", str, field(default=task_name)),
+        ("model", model_class, field(default_factory=model_class)),
+        ("data", data_class, field(default_factory=data_class)),
+        ("optimizer", OptimizerConfig, field(default_factory=OptimizerConfig)),
+        ("trainer", TrainerConfig, field(default_factory=TrainerConfig)),
+        ("runtime", RuntimeConfig, field(default_factory=RuntimeConfig)),
+    ])
+    cls.__doc__ = doc
+    cls.__module__ = data_class.__module__
+    return cls
 
 
 class Task(abc.ABC):

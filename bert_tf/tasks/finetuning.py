@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import assign, loading, native, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.data import packing
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.encoder_config import EncoderConfig
 from bert_tf.tasks.base import (
@@ -36,11 +37,10 @@ from bert_tf.tasks.base import (
     check_encoder_fits,
     encoder_config_differences,
 )
+from bert_tf.tasks.base import experiment_class as base_experiment_class
 from bert_tf.text import tokenizer_contract
 from bert_tf.text.segment_packer import SegmentPacker
 from bert_tf.text.tokenizer import BertTokenizer
-from bert_tf.training.optimizers import OptimizerConfig
-from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
 
 # Sequence lengths after dynamic padding are rounded up to a multiple of
 # this, so the kernels see a handful of shapes instead of every length.
@@ -70,6 +70,12 @@ class FinetuningDataConfig:
     # Cut each batch to its longest sequence (rounded up to a multiple of 8).
     # Turn off for TPUs, which need fixed shapes.
     dynamic_padding: bool = True
+    # Several training examples per row (bert_tf.data.packing; GLUE and NER),
+    # each still encoded as if alone; a batch then counts rows, not examples.
+    packing: bool = False
+    max_examples_per_row: int = 8
+    # Examples assigned to rows at a time (first-fit within the window).
+    packing_window: int = 256
     # > 0: use only the first N training / evaluation examples (quick runs).
     max_train_examples: int = 0
     max_eval_examples: int = 0
@@ -77,24 +83,13 @@ class FinetuningDataConfig:
     seed: int = 0
 
 
-def experiment_class(name, task_name, data_class, doc):
-    """The experiment dataclass of a fine-tuning task: one YAML file in `configs/finetune/`.
+def experiment_class(name: str, task_name: str, data_class: type, doc: str) -> type:
+    """The experiment dataclass of a fine-tuning task (model section: `FinetuningModelConfig`).
 
-    Sections: `task` (the task's registered name), `model`, `data`
-    (`data_class`), `optimizer`, `trainer` and `runtime`.
+    Args:
+      name, task_name, data_class, doc: as in `bert_tf.tasks.base.experiment_class`.
     """
-    field = dataclasses.field
-    cls = dataclasses.make_dataclass(name, [
-        ("task", str, field(default=task_name)),
-        ("model", FinetuningModelConfig, field(default_factory=FinetuningModelConfig)),
-        ("data", data_class, field(default_factory=data_class)),
-        ("optimizer", OptimizerConfig, field(default_factory=OptimizerConfig)),
-        ("trainer", TrainerConfig, field(default_factory=TrainerConfig)),
-        ("runtime", RuntimeConfig, field(default_factory=RuntimeConfig)),
-    ])
-    cls.__doc__ = doc
-    cls.__module__ = data_class.__module__
-    return cls
+    return base_experiment_class(name, task_name, FinetuningModelConfig, data_class, doc)
 
 
 def trim_padding(inputs, sequence_keys, multiple=PAD_TO_MULTIPLE):
@@ -104,7 +99,8 @@ def trim_padding(inputs, sequence_keys, multiple=PAD_TO_MULTIPLE):
     cut length is rounded up to `multiple` but never exceeds S.
     """
     mask = inputs["padding_mask"]
-    longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
+    # Packed rows number their sequences in the mask: count the real tokens.
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask > 0, tf.int32), axis=-1))
     length = tf.minimum((longest + multiple - 1) // multiple * multiple, tf.shape(mask)[-1])
     return {key: (value[..., :length] if key in sequence_keys else value)
             for key, value in inputs.items()}
@@ -122,6 +118,12 @@ def _pad_sequence_axis(arrays, width):
         pad = [(0, 0), (0, width - array.shape[1])] + [(0, 0)] * (array.ndim - 2)
         padded.append(np.pad(array, pad, constant_values=-np.inf))
     return np.concatenate(padded, axis=0)
+
+
+def _one_example_per_row(inputs, labels):
+    """Unpacked batches for a packed model: each row one example, its [CLS] at 0."""
+    batch = tf.shape(inputs["token_ids"])[0]
+    return {**inputs, "cls_positions": tf.zeros([batch, 1], tf.int32)}, labels
 
 
 class FinetuningTask(Task):
@@ -142,6 +144,12 @@ class FinetuningTask(Task):
     sequence_labels = ()
     # Fine-tuning evaluates on the host with `evaluate_model`.
     supports_evaluation = True
+    # Whether training examples may share a row (`data.packing`). SQuAD's
+    # windows and SWAG's choice groups keep one example per row.
+    packable = False
+    # Inputs of the packed model besides the encoder's (e.g. "cls_positions"
+    # for heads that read each example's [CLS]).
+    packed_model_inputs = ()
 
     def __init__(self, experiment):
         super().__init__(experiment)
@@ -206,6 +214,12 @@ class FinetuningTask(Task):
             raise ValueError("model.encoder, data.vocab_file and data.lower_case must be "
                              "resolved first (give --init_checkpoint)")
         self._tokenizer_contract = check_data_fits_encoder(data, encoder)
+        if data.packing and not self.packable:
+            raise ValueError(f"data.packing: the {self.name!r} task keeps one example per row "
+                             "(packing is for GLUE and NER); set data.packing=false")
+        if data.packing and not 1 <= data.max_examples_per_row <= data.packing_window:
+            raise ValueError(f"data.max_examples_per_row must be in [1, data.packing_window="
+                             f"{data.packing_window}], got {data.max_examples_per_row}")
         # Built here, eagerly: its tables must not be created inside the
         # first tf.data function that happens to use it.
         self._tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
@@ -264,7 +278,17 @@ class FinetuningTask(Task):
 
     @property
     def num_train_examples(self):
-        return len(self._table("train")["index"])
+        """Rows per epoch: the training examples, or the rows they pack into."""
+        count = len(self._table("train")["index"])
+        if not self.data.packing:
+            return count
+        # First-fit over the lengths in table order: each epoch's shuffled
+        # order packs into about as many rows.
+        lengths = np.concatenate([
+            tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=-1).numpy()
+            for inputs, _ in self.eval_batches("train", 1024, single_example_rows=False)])
+        return packing.count_rows(lengths, self.data.max_seq_length,
+                                  self.data.max_examples_per_row, self.data.packing_window)
 
     def examples(self, source):
         """The examples of `source`, read once, cut to `data.max_train_examples` /
@@ -321,17 +345,53 @@ class FinetuningTask(Task):
         # whole-table buffer gives a full permutation per epoch.
         dataset = dataset.shuffle(len(table["index"]), seed=self.data.seed,
                                   reshuffle_each_iteration=True).repeat()
+        if self.data.packing:
+            return self._packed_rows(dataset, graph_table, batch_size)
         dataset = dataset.batch(batch_size, drop_remainder=True)
         dataset = dataset.map(lambda indices: self.make_batch(graph_table, indices),
                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
-    def eval_batches(self, source, batch_size):
-        """Every example of `source` once, in order, as (inputs, labels) batches."""
+    def _packed_rows(self, indices, graph_table, batch_size):
+        """Batches of packed rows from a dataset of example indices (`data.packing`)."""
+        length, per_row = self.data.max_seq_length, self.data.max_examples_per_row
+
+        def assign(window):
+            inputs, labels = self.make_batch(graph_table, window)  # [W, ...]
+            lengths = tf.reduce_sum(inputs["padding_mask"], axis=-1)  # [W]
+            return packing.to_slots({**inputs, **labels}, lengths, length, per_row)
+
+        def merge(slots):
+            return packing.merge_example_slots(slots, length, self.sequence_labels)
+
+        def split(rows):
+            keys = ("token_ids", "segment_ids", "padding_mask", *self.packed_model_inputs)
+            inputs = {key: rows[key] for key in keys}
+            labels = {key: value for key, value in rows.items()
+                      if key not in inputs and key != "cls_positions"}
+            return self._finish_batch(inputs, labels)
+
+        rows = indices.batch(self.data.packing_window).map(assign).unbatch()
+        rows = rows.map(merge, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        rows = rows.batch(batch_size, drop_remainder=True).map(split)
+        return rows.prefetch(tf.data.AUTOTUNE)
+
+    def eval_batches(self, source, batch_size, single_example_rows=True):
+        """Every example of `source` once, in order, as (inputs, labels) batches.
+
+        Args:
+          source: "train" or an evaluation source.
+          batch_size: examples per batch.
+          single_example_rows: for a model trained on packed rows, give each
+            example its own row with its [CLS] at 0 (the packed model's
+            extra inputs); False gives the unpacked batches.
+        """
         table = self._table(source)
         graph_table = self._graph_table(table)
         dataset = tf.data.Dataset.range(len(table["index"])).batch(batch_size)
         dataset = dataset.map(lambda indices: self.make_batch(graph_table, indices))
+        if single_example_rows and self.data.packing and self.packed_model_inputs:
+            dataset = dataset.map(_one_example_per_row)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     def predict_outputs(self, predict_fn, source, batch_size=64):
@@ -426,7 +486,8 @@ class FinetuningTask(Task):
 
     @staticmethod
     def token_count(inputs):
-        return tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
+        # > 0: packed rows number their sequences in the mask.
+        return tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.float32))
 
     def metrics(self, sums):
         """Training loss and accuracy from summed `metric_sums` (Python floats)."""

@@ -37,11 +37,20 @@ GlueExperiment = experiment_class("GlueExperiment", "glue", GlueDataConfig,
                                   "A GLUE fine-tuning run: one YAML file in configs/finetune/.")
 
 
+def _example_weights(labels):
+    """1.0 per example ([B]), or per slot of packed rows ([B, K], 0.0 for empty slots)."""
+    if "slot_weights" in labels:
+        return labels["slot_weights"]
+    return tf.ones_like(labels["label"], tf.float32)
+
+
 class GlueTask(FinetuningTask):
     """Fine-tunes a `BertClassifier` on one GLUE task; scores with the task's official metric."""
 
     config_class = GlueExperiment
     name = "glue"
+    packable = True
+    packed_model_inputs = ("cls_positions",)
 
     @property
     def spec(self):
@@ -67,7 +76,7 @@ class GlueTask(FinetuningTask):
         spec = self.spec
         num_classes = 1 if spec.is_regression else len(spec.label_names)
         return BertClassifier(encoder, num_classes=num_classes,
-                              dropout=self.model_config.head_dropout)
+                              dropout=self.model_config.head_dropout, packed=self.data.packing)
 
     # -- data ------------------------------------------------------------------
 
@@ -138,10 +147,15 @@ class GlueTask(FinetuningTask):
 
     # -- loss and metrics ------------------------------------------------------
 
+    def loss_count(self, labels):
+        return tf.reduce_sum(_example_weights(labels))
+
     def metric_sums(self, labels, outputs, inputs):
-        logits = tf.cast(outputs["logits"], tf.float32)  # [B, classes]
+        # [B, classes] and labels [B]; packed rows: [B, K, classes] and [B, K].
+        logits = tf.cast(outputs["logits"], tf.float32)
+        weights = _example_weights(labels)
         if self.spec.is_regression:
-            score = logits[:, 0]
+            score = logits[..., 0]
             losses = tf.square(score - labels["label"])
             # "Accuracy" of a regressor: within 0.5 of the gold score.
             hits = tf.cast(tf.abs(score - labels["label"]) <= 0.5, tf.float32)
@@ -149,12 +163,15 @@ class GlueTask(FinetuningTask):
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels["label"], logits)
             hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                     labels["label"]), tf.float32)
-        return {"loss_sum": tf.reduce_sum(losses), "correct": tf.reduce_sum(hits),
-                "count": self.example_count(labels, "label"), "tokens": self.token_count(inputs)}
+        return {"loss_sum": tf.reduce_sum(losses * weights),
+                "correct": tf.reduce_sum(hits * weights), "count": tf.reduce_sum(weights),
+                "tokens": self.token_count(inputs)}
 
     def predictions(self, outputs):
         """Label ids (or scores for STS-B) from the model's logits."""
         logits = outputs["logits"]
+        # A packed model gives [N, 1, classes] for one example per row.
+        logits = logits.reshape(-1, logits.shape[-1])
         return logits[:, 0] if self.spec.is_regression else np.argmax(logits, axis=-1)
 
     def evaluate_outputs(self, source, outputs, output_dir=None):

@@ -61,6 +61,8 @@ class NerTask(FinetuningTask):
     name = "ner"
     kind = "token_classifier"
     main_metric_name = "f1"
+    # Per-token labels move with their tokens; the tagger needs no extra input.
+    packable = True
     sequence_outputs = ("logits",)
     sequence_labels = ("label_ids", "label_weights")
 

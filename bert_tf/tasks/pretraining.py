@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import assign, loading, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.data import packing
 from bert_tf.data import pretraining as pretraining_data
 from bert_tf.layers import fast_ops
 from bert_tf.models.bert_encoder import BertEncoder
@@ -27,10 +28,9 @@ from bert_tf.tasks.base import (
     check_data_fits_encoder,
     check_encoder_fits,
     encoder_config_differences,
+    experiment_class,
 )
 from bert_tf.text.tokenizer import BertTokenizer
-from bert_tf.training.optimizers import OptimizerConfig
-from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
 
 
 @dataclasses.dataclass
@@ -60,19 +60,25 @@ class PretrainingDataConfig:
     whole_word_masking: bool = False
     documents_per_window: int = 64
     shuffle_buffer_size: int = 10000
+    # Several sequences per row (bert_tf.data.packing): each is still encoded,
+    # masked and scored as if alone in its row; batches then count rows.
+    packing: bool = False
+    max_sequences_per_row: int = 3
+    # Sequences assigned to rows at a time (first-fit within the window).
+    packing_window: int = 256
     seed: int = 0
 
 
-@dataclasses.dataclass
-class PretrainingExperiment:
-    """A whole pretraining run: one YAML file in `configs/pretrain/`."""
+PretrainingExperiment = experiment_class(
+    "PretrainingExperiment", "pretraining", PretrainingModelConfig, PretrainingDataConfig,
+    "A whole pretraining run: one YAML file in `configs/pretrain/`.")
 
-    task: str = "pretraining"
-    model: PretrainingModelConfig = dataclasses.field(default_factory=PretrainingModelConfig)
-    data: PretrainingDataConfig = dataclasses.field(default_factory=PretrainingDataConfig)
-    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+def _nsp_weights(labels):
+    """float32 weights of the NSP labels: 1 per sequence (packed rows: 0 for empty slots)."""
+    if "next_sentence_weights" in labels:
+        return labels["next_sentence_weights"]
+    return tf.ones_like(labels["next_sentence_labels"], tf.float32)
 
 
 class PretrainingTask(Task):
@@ -103,6 +109,9 @@ class PretrainingTask(Task):
         contract = check_data_fits_encoder(data, encoder)
         if not data.eval_files and data.eval_holdout_every == 1:
             raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
+        if data.packing and not 1 <= data.max_sequences_per_row <= data.packing_window:
+            raise ValueError(f"data.max_sequences_per_row must be in [1, data.packing_window="
+                             f"{data.packing_window}], got {data.max_sequences_per_row}")
         self._tokenizer_contract = contract
 
     @property
@@ -119,7 +128,8 @@ class PretrainingTask(Task):
     def build_model(self, dtype=None):
         """The `BertPretrainer`; call under the strategy's scope."""
         encoder = BertEncoder.from_encoder_config(self.model_config.encoder, dtype=dtype)
-        return BertPretrainer(encoder, use_nsp=self.model_config.use_nsp)
+        return BertPretrainer(encoder, use_nsp=self.model_config.use_nsp,
+                              packed=self.data.packing)
 
     def initialize(self, model, path):
         """Loads pretrained weights (ours, Google TF1, Hugging Face, Model Garden) into `model`.
@@ -161,8 +171,14 @@ class PretrainingTask(Task):
             nsp=self.model_config.use_nsp, whole_word_masking=data.whole_word_masking,
             seed=seed, num_epochs=None, documents_per_window=data.documents_per_window,
             shuffle_buffer_size=data.shuffle_buffer_size, input_context=input_context,
-            holdout_every=holdout, held_out=evaluation)
+            holdout_every=holdout, held_out=evaluation, packing=self._packing_options())
         return dataset.map(pretraining_data.to_model_inputs)
+
+    def _packing_options(self):
+        if not self.data.packing:
+            return None
+        return packing.PackingOptions(max_sequences_per_row=self.data.max_sequences_per_row,
+                                      window=self.data.packing_window)
 
     def train_dataset(self, input_context, global_batch_size):
         """Endless (inputs, labels) batches for one input pipeline."""
@@ -184,7 +200,7 @@ class PretrainingTask(Task):
         """This replica's share of the normalisers; the trainer sums them over replicas."""
         denominators = {"mlm": tf.reduce_sum(labels["masked_lm_weights"])}
         if "next_sentence_labels" in labels:
-            denominators["nsp"] = tf.cast(tf.shape(labels["next_sentence_labels"])[0], tf.float32)
+            denominators["nsp"] = tf.reduce_sum(_nsp_weights(labels))
         return denominators
 
     @property
@@ -209,17 +225,20 @@ class PretrainingTask(Task):
             "mlm_loss_sum": tf.reduce_sum(mlm_xent * weights),
             "mlm_correct": tf.reduce_sum(mlm_hits * weights),
             "mlm_weight": tf.reduce_sum(weights),
-            "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32)),
+            # padding_mask numbers the sequences of packed rows: > 0 is a real token.
+            "tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.float32)),
         }
         if "nsp_logits" in outputs:
+            # [B] and [B, 2], or per slot of packed rows [B, K] and [B, K, 2].
             nsp_labels = labels["next_sentence_labels"]
-            nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)  # [B, 2]
+            nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
+            nsp_weights = _nsp_weights(labels)
             nsp_xent = tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, nsp_logits)
             nsp_hits = tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels)
             sums.update({
-                "nsp_loss_sum": tf.reduce_sum(nsp_xent),
-                "nsp_correct": tf.reduce_sum(tf.cast(nsp_hits, tf.float32)),
-                "nsp_count": tf.cast(tf.shape(nsp_labels)[0], tf.float32),
+                "nsp_loss_sum": tf.reduce_sum(nsp_xent * nsp_weights),
+                "nsp_correct": tf.reduce_sum(tf.cast(nsp_hits, tf.float32) * nsp_weights),
+                "nsp_count": tf.reduce_sum(nsp_weights),
             })
         return sums
 

@@ -251,3 +251,32 @@ def test_scan_counts_records(tmp_path):
     count, first = records.scan_record_file(str(tmp_path / "good.tfrecord"))
     assert count == 9 and len(_record_offsets(data)) == 9
     assert records.record_shapes(first) == (S, P, True)
+
+
+def test_records_pack_into_rows_that_keep_every_example(tmp_path):
+    from bert_tf.data.packing import PackingOptions
+
+    _write([tmp_path / "a.tfrecord"], 12)
+    rows = _read_all(records.read_pretraining_records(
+        str(tmp_path / "a.tfrecord"), packing=PackingOptions(max_sequences_per_row=2, window=12)))
+    # Lengths 8 + i % 8 in rows of 16: only examples 0 and 8 (8 tokens each) share a row.
+    assert len(rows) == 11
+    seen = []
+    for row in rows:
+        index = row["input_mask"]
+        for k in range(1, index.max() + 1):
+            start, length = int(np.argmax(index == k)), int((index == k).sum())
+            i = (int(row["input_ids"][start + 1]) - 1000) // 10
+            want = _example(i)
+            np.testing.assert_array_equal(row["input_ids"][start:start + length],
+                                          want["input_ids"][:length])
+            taken = row["masked_lm_weights"] > 0
+            in_slot = taken & (row["masked_lm_positions"] >= start) & (
+                row["masked_lm_positions"] < start + length)
+            assert (row["masked_lm_positions"][in_slot] - start).tolist() == [1, 2]
+            assert row["masked_lm_ids"][in_slot].tolist() == want["masked_lm_ids"][:2].tolist()
+            assert row["next_sentence_labels"][k - 1] == want["next_sentence_labels"]
+            assert row["next_sentence_positions"][k - 1] == start
+            seen.append(i)
+    assert sorted(seen) == list(range(12))
+    assert rows[0]["masked_lm_positions"].shape == (2 * P,)

@@ -52,19 +52,19 @@ def _printed_metrics(stdout):
             (line.split(" ") for line in stdout.splitlines() if not line.startswith("predictions"))}
 
 
-def _dev_examples(run):
+def _write_dev_predictions(command, run, out, capsys, filename):
+    """Runs `command` on `run`'s dev set; (printed metrics, TSV rows, dev examples, task)."""
+    assert command(["--model_dir", run, "--split", "dev", "--output_dir", str(out)]) == 0
+    printed = _printed_metrics(capsys.readouterr().out)
     task = evaluate.load_task(run)
-    return task.examples("dev"), task.data.task_name
+    return printed, _rows(out / filename), task.examples("dev"), task.data.task_name
 
 
 @pytest.mark.slow
 def test_evaluate_dev_writes_ids_predictions_and_gold_labels(mrpc_run, tmp_path, capsys):
     out = tmp_path / "preds"
-    assert evaluate.main(["--model_dir", mrpc_run, "--split", "dev",
-                          "--output_dir", str(out)]) == 0
-    printed = _printed_metrics(capsys.readouterr().out)
-    rows = _rows(out / "MRPC_dev_predictions.tsv")
-    examples, task_name = _dev_examples(mrpc_run)
+    printed, rows, examples, task_name = _write_dev_predictions(
+        evaluate.main, mrpc_run, out, capsys, "MRPC_dev_predictions.tsv")
     assert rows[0] == ["index", "prediction", "label"]
     assert [row[0] for row in rows[1:]] == [e.guid for e in examples]
     assert [row[2] for row in rows[1:]] == [e.label for e in examples]
@@ -82,11 +82,8 @@ def test_evaluate_dev_writes_ids_predictions_and_gold_labels(mrpc_run, tmp_path,
 @pytest.mark.slow
 def test_stsb_dev_predictions_are_the_scored_scores(stsb_run, tmp_path, capsys):
     out = tmp_path / "preds"
-    assert predict.main(["--model_dir", stsb_run, "--split", "dev",
-                         "--output_dir", str(out)]) == 0
-    printed = _printed_metrics(capsys.readouterr().out)
-    rows = _rows(out / "STS-B_dev_predictions.tsv")
-    examples, _ = _dev_examples(stsb_run)
+    printed, rows, examples, _ = _write_dev_predictions(
+        predict.main, stsb_run, out, capsys, "STS-B_dev_predictions.tsv")
     assert len(rows) == NUM_DEV + 1
     assert [float(row[2]) for row in rows[1:]] == pytest.approx([e.label for e in examples])
     scores = [float(row[1]) for row in rows[1:]]

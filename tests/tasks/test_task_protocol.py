@@ -18,10 +18,13 @@ from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.models.encoder_config import EncoderConfig
-from bert_tf.tasks.base import Task, check_data_fits_encoder, encoder_config_differences
+from bert_tf.tasks.base import (
+    Task,
+    check_data_fits_encoder,
+    encoder_config_differences,
+    experiment_class,
+)
 from bert_tf.text import tokenizer_contract
-from bert_tf.training.optimizers import OptimizerConfig
-from bert_tf.training.trainer_config import RuntimeConfig, TrainerConfig
 
 SEQ = 16
 MARK = 50  # the token id whose presence is the label
@@ -40,21 +43,17 @@ class MarkModelConfig:
 
 @dataclasses.dataclass
 class MarkDataConfig:
+    # No vocabulary: the examples are made of ids (see MarkTask.dataset).
     vocab_file: str = ""
     lower_case: bool = True
     max_seq_length: int = SEQ
+    # Examples per split; half carry MARK.
     num_examples: int = 64
     seed: int = 0
 
 
-@dataclasses.dataclass
-class MarkExperiment:
-    task: str = "find_the_mark"
-    model: MarkModelConfig = dataclasses.field(default_factory=MarkModelConfig)
-    data: MarkDataConfig = dataclasses.field(default_factory=MarkDataConfig)
-    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+MarkExperiment = experiment_class("MarkExperiment", "find_the_mark", MarkModelConfig,
+                                  MarkDataConfig, "The toy task's experiment.")
 
 
 class MarkTask(Task):

@@ -27,12 +27,11 @@ pytestmark = pytest.mark.slow
 TRAIN_STEPS = 16
 
 
-@pytest.fixture(scope="module")
-def experiment_path(tmp_path_factory, bert_corpus):
+def _write_experiment(tmp_path_factory, bert_corpus, **data):
     from bert_tf import shared_data
 
     vocab = shared_data.data_path("vocab", "bert-base-uncased-vocab.txt")
-    experiment = tiny_experiment(bert_corpus, vocab, trainer={
+    experiment = tiny_experiment(bert_corpus, vocab, data=data, trainer={
         "train_steps": TRAIN_STEPS, "global_batch_size": 8, "steps_per_loop": 1,
         "checkpoint_every": 5, "eval_every": 8, "eval_steps": 2})
     path = tmp_path_factory.mktemp("fault_config") / "experiment.yaml"
@@ -40,13 +39,29 @@ def experiment_path(tmp_path_factory, bert_corpus):
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(experiment_path, tmp_path_factory):
+def _uninterrupted_run(experiment_path, tmp_path_factory):
     """The model_dir of a run that was never interrupted."""
     model_dir = tmp_path_factory.mktemp("uninterrupted")
     result = run_train(experiment_path, model_dir)
     assert result.returncode == 0, result.stderr[-3000:]
     return model_dir
+
+
+@pytest.fixture(scope="module")
+def experiment_path(tmp_path_factory, bert_corpus):
+    return _write_experiment(tmp_path_factory, bert_corpus)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(experiment_path, tmp_path_factory):
+    return _uninterrupted_run(experiment_path, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def packed_experiment_path(tmp_path_factory, bert_corpus):
+    # Many short instances, so rows really hold several sequences.
+    return _write_experiment(tmp_path_factory, bert_corpus, packing=True, short_seq_prob=0.5,
+                             packing_window=32)
 
 
 def all_state(model_dir):
@@ -92,24 +107,34 @@ def event_steps(model_dir):
     return steps
 
 
-def test_sigkill_at_a_random_step_then_resume_gives_identical_weights(
-        experiment_path, uninterrupted, tmp_path):
+def _kill_and_resume(experiment_path, uninterrupted, model_dir):
     kill_step = random.randint(2, TRAIN_STEPS - 2)
-    process, _ = start_until_step(experiment_path, tmp_path, kill_step)
+    process, _ = start_until_step(experiment_path, model_dir, kill_step)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=60)
     assert process.returncode == -signal.SIGKILL
-    killed_at = tf.train.latest_checkpoint(str(tmp_path))
+    killed_at = tf.train.latest_checkpoint(str(model_dir))
 
-    result = run_train(experiment_path, tmp_path)
+    result = run_train(experiment_path, model_dir)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from" in result.stderr or killed_at is None, (kill_step, killed_at)
-    assert_same_state(all_state(uninterrupted), all_state(tmp_path))
+    assert_same_state(all_state(uninterrupted), all_state(model_dir))
+    return kill_step
 
+
+def test_sigkill_at_a_random_step_then_resume_gives_identical_weights(
+        experiment_path, uninterrupted, tmp_path):
+    kill_step = _kill_and_resume(experiment_path, uninterrupted, tmp_path)
     # TensorBoard: each tag's steps strictly increase across the restart.
     for (subdir, tag), steps in event_steps(tmp_path).items():
         assert steps == sorted(set(steps)), (subdir, tag, steps, kill_step)
     assert event_steps(tmp_path)[("train", "losses/loss")] == list(range(1, TRAIN_STEPS + 1))
+
+
+def test_packed_run_killed_and_resumed_gives_identical_weights(
+        packed_experiment_path, tmp_path_factory, tmp_path):
+    uninterrupted = _uninterrupted_run(packed_experiment_path, tmp_path_factory)
+    _kill_and_resume(packed_experiment_path, uninterrupted, tmp_path)
 
 
 def test_sigterm_stops_at_the_next_step_saves_and_resumes(experiment_path, uninterrupted,

@@ -1,0 +1,116 @@
+"""Fine-tuning on packed rows (data.packing): GLUE and NER, with a tiny encoder."""
+
+import collections
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from finetune_helpers import config_overrides, config_path, finetune
+
+from bert_tf import tasks
+from bert_tf.evaluate import evaluate_run
+
+
+def _task(config_name, checkpoint, **values):
+    task_class, experiment = tasks.load_experiment(config_path(config_name),
+                                                   config_overrides(config_name, **values))
+    task = task_class(experiment)
+    task.resolve(checkpoint)
+    task.validate()
+    return task
+
+
+def _slots(inputs, labels, label_key):
+    """(tokens, segments, label) of every example in a batch of packed rows."""
+    found = []
+    index = inputs["padding_mask"].numpy()
+    for row in range(index.shape[0]):
+        for k in range(1, index[row].max() + 1):
+            where = index[row] == k
+            start = int(np.argmax(where))
+            assert inputs["cls_positions"].numpy()[row, k - 1] == start
+            assert labels["slot_weights"].numpy()[row, k - 1] == 1.0
+            found.append((tuple(inputs["token_ids"].numpy()[row][where]),
+                          tuple(inputs["segment_ids"].numpy()[row][where]),
+                          float(labels[label_key].numpy()[row, k - 1])))
+        assert labels["slot_weights"].numpy()[row, index[row].max():].sum() == 0
+    return found
+
+
+def test_glue_packed_rows_hold_every_example_with_its_label(tiny_checkpoint):
+    task = _task("glue_mrpc", tiny_checkpoint, **{"data.max_train_examples": 32,
+                                                   "data.packing": True,
+                                                   "data.packing_window": 64})
+    inputs, labels = task.make_batch(task._graph_table(task._table("train")),
+                                     tf.range(32, dtype=tf.int64))
+    mask = inputs["padding_mask"].numpy().astype(bool)
+    examples = [(tuple(inputs["token_ids"].numpy()[i][mask[i]]),
+                 tuple(inputs["segment_ids"].numpy()[i][mask[i]]),
+                 float(labels["label"].numpy()[i])) for i in range(32)]
+    # The first window (64 indices: two epochs of 32) packs into whole rows.
+    found = []
+    for row_inputs, row_labels in task.train_dataset(None, 1):
+        found.extend(_slots(row_inputs, row_labels, "label"))
+        if len(found) >= 64:
+            break
+    assert collections.Counter(found) == collections.Counter(examples * 2)
+    assert task.num_train_examples < 32  # rows per epoch: MRPC pairs share rows at 128
+
+
+def test_packing_is_refused_for_squad_naming_the_key(tiny_checkpoint, shared_file):
+    squad = shared_file("squad", "dev-v1.1.json")
+    with pytest.raises(ValueError, match="data.packing: the 'squad' task keeps one example"):
+        _task("squad_v1", tiny_checkpoint, **{"data.packing": True, "data.train_file": squad,
+                                               "data.eval_file": squad})
+
+
+@pytest.mark.slow
+def test_glue_packed_trains_evaluates_and_exports_plain(tiny_checkpoint, tmp_path, shared_file):
+    shared_file("glue", "SST-2", "train.tsv")
+    model_dir = tmp_path / "sst2"
+    code = finetune("glue_sst2", model_dir, tiny_checkpoint, **{
+        "data.max_train_examples": 96, "data.max_eval_examples": 40, "data.packing": True,
+        "trainer.train_epochs": 2, "trainer.global_batch_size": 4})
+    assert code == 0
+    params = yaml_params(model_dir)
+    task = _task("glue_sst2", tiny_checkpoint, **{"data.max_train_examples": 96,
+                                                   "data.packing": True})
+    # Steps from the packed rows: 2 epochs of about `num_train_examples` rows at 4 rows a batch.
+    assert params["trainer"]["train_steps"] == -(-2 * task.num_train_examples // 4)
+    assert params["trainer"]["train_steps"] < 2 * 96 // 4
+    metrics = evaluate_run(str(model_dir))
+    assert set(metrics) == {"accuracy"} and 0.0 <= metrics["accuracy"] <= 1.0
+
+    # The export is an ordinary classifier with the trained weights: its logits
+    # equal the packed model's on one example per row.
+    from bert_tf.evaluate import load_run
+    from bert_tf.export import export_model_dir, load_export
+
+    metadata = json.loads((model_dir / "bert_tf_model.json").read_text())
+    assert "packed" not in metadata["task_args"]
+    exported = load_export(export_model_dir(str(model_dir), str(tmp_path / "exports")))
+    run_task, model, _ = load_run(str(model_dir))
+    inputs, _ = next(iter(run_task.eval_batches("dev", 4)))
+    expected = model(inputs, training=False)["logits"].numpy()[:, 0]  # [4, 1, 2] -> [4, 2]
+    texts = [example.text_a for example in run_task.examples("dev")[:4]]
+    np.testing.assert_allclose(exported.predict(texts)["logits"], expected, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_ner_packed_trains_and_evaluates(tiny_checkpoint, tmp_path, shared_file):
+    testa = shared_file("conll2003", "eng.testa")
+    code = finetune("ner_conll2003", tmp_path / "ner", tiny_checkpoint, **{
+        "data.max_train_examples": 64, "data.max_eval_examples": 30, "data.packing": True,
+        "data.eval_files": f"[{testa}]", "trainer.train_epochs": 1,
+        "trainer.global_batch_size": 4})
+    assert code == 0
+    metrics = evaluate_run(str(tmp_path / "ner"), [testa])
+    assert {"f1", "precision", "recall", "accuracy"} <= set(metrics)
+
+
+def yaml_params(model_dir):
+    import yaml
+
+    with open(model_dir / "params.yaml") as f:
+        return yaml.safe_load(f)
