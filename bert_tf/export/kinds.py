@@ -79,9 +79,20 @@ def encoder_outputs(context: ServingContext, features: Features) -> Outputs:
 
 
 def encode_text(context: ServingContext, text: tf.Tensor) -> Outputs:
-    """The encoder outputs of raw texts [B] (also the `encode` signature of every kind)."""
+    """The encoder outputs of raw texts [B] (also the `encode` signature of every kind).
+
+    The batch runs at its longest text (rounded up to 8); `sequence_output`
+    and `padding_mask` are then padded with zeros to max_seq_length, the
+    shape they always had. As before, positions where `padding_mask` is 0
+    carry no meaning (past the batch's length they are now zeros).
+    """
     features = text_inputs.pack_texts(context.tokenizer, context.packer, [text])
-    return encoder_outputs(context, features)
+    outputs = encoder_outputs(context, features)
+    missing = context.packer.max_seq_length - tf.shape(features["padding_mask"])[1]
+    for key in ("sequence_output", "padding_mask"):
+        pad = [[0, 0], [0, missing]] + [[0, 0]] * (outputs[key].shape.rank - 2)
+        outputs[key] = tf.pad(outputs[key], pad)
+    return outputs
 
 
 def same_batch_size(inputs: Mapping[str, tf.Tensor]) -> list[tf.Tensor]:

@@ -86,6 +86,10 @@ def _dict_input_function(function):
     return tf.function(lambda inputs: function(**inputs), input_signature=[specs])
 
 
+# Text batches are padded to a multiple of this (see `ServingFunctions`).
+SERVING_PAD_MULTIPLE = 8
+
+
 class ServingFunctions:
     """The signature functions: model, tokenizer and packer in one graph.
 
@@ -98,7 +102,10 @@ class ServingFunctions:
     def __init__(self, model, tokenizer, record):
         self.kind = kinds.serving_kind(record.kind)
         self.record = record
-        packer = SegmentPacker.from_tokenizer(tokenizer, record.max_seq_length)
+        # Text requests are padded to their longest text (rounded up to 8),
+        # not to max_seq_length: a batch of short texts runs short.
+        packer = SegmentPacker.from_tokenizer(tokenizer, record.max_seq_length,
+                                              pad_to_multiple=SERVING_PAD_MULTIPLE)
         self.context = kinds.ServingContext(model, tokenizer, packer, record)
         config = self.context.encoder.encoder_config
         self._vocab_size = tokenizer.vocab_size

@@ -86,12 +86,12 @@ def pack_choices(tokenizer, packer, contexts, choices):
       contexts: string [B]; choices: string [B, C].
 
     Returns:
-      features int32 [B, C, S].
+      features int32 [B, C, S] (S: the packer's padded length).
     """
     num_choices = tf.shape(choices)[1]
     flat_contexts = tf.repeat(contexts, num_choices)  # [B * C], row-major like choices
     flat_choices = tf.reshape(choices, [-1])  # [B, C] -> [B * C]
     flat = pack_texts(tokenizer, packer, [flat_contexts, flat_choices])
+    length = tf.shape(flat["token_ids"])[1]  # S, or the longest pair (dynamic padding)
     # [B * C, S] -> [B, C, S]
-    return {key: tf.reshape(value, [-1, num_choices, packer.max_seq_length])
-            for key, value in flat.items()}
+    return {key: tf.reshape(value, [-1, num_choices, length]) for key, value in flat.items()}

@@ -49,9 +49,9 @@ def position_ids(sequence_ids):
         each sequence a contiguous run of tokens.
     """
     absolute = ops.arange(ops.shape(sequence_ids)[1], dtype="int32")  # [S]
-    # The first key of the query's own sequence: argmax returns the first True.
-    start = ops.cast(ops.argmax(ops.cast(_same_sequence(sequence_ids), "int32"), axis=-1),
-                     "int32")  # [B, S]
-    within = absolute[None, :] - start  # [B, S]
+    earlier = ops.less(absolute[None, :], absolute[:, None])  # [S, T]: key t before query s
+    # A token's position in its sequence: how many tokens of its sequence precede it.
+    within = ops.sum(ops.cast(ops.logical_and(_same_sequence(sequence_ids), earlier[None]),
+                              "int32"), axis=-1)  # [B, S]
     return ops.where(ops.greater(sequence_ids, 0), within,
                      ops.broadcast_to(absolute[None, :], ops.shape(within)))

@@ -39,7 +39,7 @@ from bert_tf.tasks.base import (
 )
 from bert_tf.tasks.base import experiment_class as base_experiment_class
 from bert_tf.text import tokenizer_contract
-from bert_tf.text.segment_packer import SegmentPacker
+from bert_tf.text.segment_packer import SEQUENCE_KEYS, SegmentPacker, trim_padding
 from bert_tf.text.tokenizer import BertTokenizer
 
 # Sequence lengths after dynamic padding are rounded up to a multiple of
@@ -90,20 +90,6 @@ def experiment_class(name: str, task_name: str, data_class: type, doc: str) -> t
       name, task_name, data_class, doc: as in `bert_tf.tasks.base.experiment_class`.
     """
     return base_experiment_class(name, task_name, FinetuningModelConfig, data_class, doc)
-
-
-def trim_padding(inputs, sequence_keys, multiple=PAD_TO_MULTIPLE):
-    """Cuts the last axis of `sequence_keys` to the batch's longest sequence.
-
-    `inputs["padding_mask"]` ([B, S] or [B, C, S]) gives the lengths; the
-    cut length is rounded up to `multiple` but never exceeds S.
-    """
-    mask = inputs["padding_mask"]
-    # Packed rows number their sequences in the mask: count the real tokens.
-    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask > 0, tf.int32), axis=-1))
-    length = tf.minimum((longest + multiple - 1) // multiple * multiple, tf.shape(mask)[-1])
-    return {key: (value[..., :length] if key in sequence_keys else value)
-            for key, value in inputs.items()}
 
 
 def _pad_sequence_axis(arrays, width):
@@ -324,8 +310,8 @@ class FinetuningTask(Task):
     def _finish_batch(self, inputs, labels):
         if not self.data.dynamic_padding:
             return inputs, labels
-        sequence_keys = ("token_ids", "segment_ids", "padding_mask")
-        both = trim_padding({**inputs, **labels}, sequence_keys + tuple(self.sequence_labels))
+        both = trim_padding({**inputs, **labels}, SEQUENCE_KEYS + tuple(self.sequence_labels),
+                            PAD_TO_MULTIPLE)
         return ({key: both[key] for key in inputs}, {key: both[key] for key in labels})
 
     def _graph_table(self, table):

@@ -11,6 +11,29 @@ tie, until the pair fits), then padded. Outputs are the encoder's inputs:
 
 import tensorflow as tf
 
+# The packed features, all [..., S].
+SEQUENCE_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def trim_padding(features, sequence_keys=SEQUENCE_KEYS, multiple=8):
+    """Cuts the last axis of `sequence_keys` to the batch's longest sequence.
+
+    `features["padding_mask"]` ([B, S] or [B, C, S]; sequence indices in
+    packed rows) gives the lengths; the cut length is rounded up to
+    `multiple`, so kernels see a handful of shapes, but never exceeds S.
+
+    Args:
+      features: dict of tensors, `padding_mask` among them.
+      sequence_keys: the keys whose last axis is the sequence.
+      multiple: round the length up to a multiple of this.
+    """
+    mask = features["padding_mask"]
+    # At least 1, so an empty batch keeps a valid (if unused) length.
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(mask > 0, tf.int32), axis=-1)), 1)
+    length = tf.minimum((longest + multiple - 1) // multiple * multiple, tf.shape(mask)[-1])
+    return {key: (value[..., :length] if key in sequence_keys else value)
+            for key, value in features.items()}
+
 
 def truncated_lengths(len_a, len_b, budget):
     """Lengths BERT's `_truncate_seq_pair` leaves, in closed form.
@@ -55,8 +78,12 @@ class SegmentPacker(tf.Module):
     """Builds {token_ids, segment_ids, padding_mask} from 1 or 2 segments.
 
     Args:
-      max_seq_length: length of every packed sequence (>= 2; >= 3 for pairs).
+      max_seq_length: the longest packed sequence (>= 2; >= 3 for pairs);
+        longer inputs are truncated to it.
       cls_id, sep_id, pad_id: ids of [CLS], [SEP] and [PAD].
+      pad_to_multiple: None pads every batch to `max_seq_length`; a number
+        m pads a batch only to its longest sequence rounded up to a multiple
+        of m (at most `max_seq_length`), so short texts cost short batches.
 
     Call with one segment or a list/tuple of one or two. A segment is a
     batch (int RaggedTensor [B, (T)], deeper ragged ids are flattened per
@@ -64,8 +91,12 @@ class SegmentPacker(tf.Module):
     Tensor [T]); all segments of a call are batched or all are not.
     """
 
-    def __init__(self, max_seq_length, cls_id, sep_id, pad_id=0, name=None):
+    def __init__(self, max_seq_length, cls_id, sep_id, pad_id=0, pad_to_multiple=None,
+                 name=None):
         super().__init__(name=name)
+        if pad_to_multiple is not None and pad_to_multiple < 1:
+            raise ValueError(f"pad_to_multiple must be >= 1 or None, got {pad_to_multiple}")
+        self.pad_to_multiple = pad_to_multiple
         if max_seq_length < 2:
             raise ValueError(
                 f"max_seq_length must be >= 2 for [CLS] and [SEP], got {max_seq_length}"
@@ -76,13 +107,14 @@ class SegmentPacker(tf.Module):
         self.pad_id = int(pad_id)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer, max_seq_length, name=None):
+    def from_tokenizer(cls, tokenizer, max_seq_length, pad_to_multiple=None, name=None):
         """A packer using the special ids of a `BertTokenizer`."""
         return cls(
             max_seq_length,
             cls_id=tokenizer.cls_id,
             sep_id=tokenizer.sep_id,
             pad_id=tokenizer.pad_id,
+            pad_to_multiple=pad_to_multiple,
             name=name,
         )
 
@@ -132,8 +164,11 @@ class SegmentPacker(tf.Module):
         token_ids = tf.concat(pieces, axis=1)
         segment_ids = tf.concat(types, axis=1)
         shape = [None, self.max_seq_length]
-        return {
+        features = {
             "token_ids": token_ids.to_tensor(self.pad_id, shape=shape),
             "segment_ids": segment_ids.to_tensor(0, shape=shape),
             "padding_mask": tf.ones_like(token_ids).to_tensor(0, shape=shape),
         }
+        if self.pad_to_multiple is None:
+            return features
+        return trim_padding(features, SEQUENCE_KEYS, self.pad_to_multiple)
