@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m bert_tf.bench {tokenizer,pipeline,train,serve,parity} [options]`.
+"""Benchmarks: `python -m bert_tf.bench {tokenizer,pipeline,train,serve,packing,parity} [options]`.
 
 Each benchmark measures a peer in the same run where one exists and reports
 ratios, because these machines are shared and absolute numbers are noisy.
@@ -17,6 +17,8 @@ BENCHMARKS = {
               "pretraining train step vs Model Garden BertPretrainerV2, sequences/s"),
     "serve": ("bert_tf.benchmarks.serve",
               "raw-text classifier SavedModel vs Model Garden, texts/s and latency"),
+    "packing": ("bert_tf.benchmarks.packing",
+                "packed rows vs padded ones on real data: pretraining, fine-tuning, serving"),
     "parity": ("bert_tf.benchmarks.parity",
                "step-for-step training parity with Model Garden BertPretrainerV2"),
 }

@@ -61,8 +61,9 @@ class PretrainingDataConfig:
     documents_per_window: int = 64
     shuffle_buffer_size: int = 10000
     # Several sequences per row (bert_tf.data.packing): each is still encoded,
-    # masked and scored as if alone in its row; batches then count rows.
-    packing: bool = False
+    # masked and scored as if alone in its row (exact, so on by default);
+    # batches then count rows.
+    packing: bool = True
     max_sequences_per_row: int = 3
     # Sequences assigned to rows at a time (first-fit within the window).
     packing_window: int = 256

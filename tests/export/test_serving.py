@@ -69,16 +69,19 @@ def test_batch_of_64(classifier):
 def test_warmup_requests_replay(classifier):
     from tensorflow_serving.apis import prediction_log_pb2
 
-    _, _, path, loaded = classifier
+    _, info, path, loaded = classifier
     records = list(tf.data.TFRecordDataset(
         os.path.join(path, "assets.extra", WARMUP_FILE)).as_numpy_iterator())
-    assert len(records) == 2
-    for batch_size, record in zip((1, 2), records):
+    # Short samples at batch 1 and 2, then texts that fill max_seq_length.
+    assert len(records) == 4
+    for index, (batch_size, record) in enumerate(zip((1, 2, 1, 2), records)):
         request = prediction_log_pb2.PredictionLog.FromString(record).predict_log.request
         assert request.model_spec.signature_name == "serving_default"
         assert request.model_spec.name == "classifier"
         inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
         assert sorted(inputs) == ["text", "text_pair"]
+        words = len(inputs["text"][0].split())
+        assert (words >= info.max_seq_length) == (index >= 2)
         out = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
         assert out["logits"].shape == (batch_size, 2)
 

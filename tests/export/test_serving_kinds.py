@@ -95,4 +95,6 @@ def test_a_new_kind_is_exported_and_served_through_the_table(tokenizer, tmp_path
         os.path.join(path, "assets.extra", WARMUP_FILE)).as_numpy_iterator())
     rows = [tf.make_ndarray(prediction_log_pb2.PredictionLog.FromString(r)
                             .predict_log.request.inputs["text"]).tolist() for r in warmup]
-    assert rows == [[b"a toy warm-up request"], [b"a toy warm-up request"] * 2]
+    # The kind's sample at batch 1 and 2, then the same words repeated to max_seq_length.
+    full = b" ".join([b"a", b"toy", b"warm-up", b"request"] * 4)
+    assert rows == [[b"a toy warm-up request"], [b"a toy warm-up request"] * 2, [full], [full] * 2]
