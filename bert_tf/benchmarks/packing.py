@@ -249,8 +249,6 @@ def garden_pretrainer_runner(encoder_config, items):
     """Model Garden's `BertPretrainerV2` step (`bench train`'s) on our padded batches."""
     import itertools
 
-    import tensorflow as tf
-
     from bert_tf.benchmarks import train as train_bench
 
     model, optimizer = train_bench.build_garden(encoder_config, "float32")
@@ -454,8 +452,8 @@ def run_part(name, args, log):
 
 def part_settings(args):
     """The settings a finished part depends on (a change reruns it)."""
-    keys = ("repeats", "batches", "preset", "finetune_preset", "pretrain_rows", "corpus", "max_train_examples",
-            "padding_batches", "serve_iterations", "vocab_file")
+    keys = ("repeats", "batches", "preset", "finetune_preset", "pretrain_rows", "corpus",
+            "max_train_examples", "padding_batches", "serve_iterations", "vocab_file")
     return {key: getattr(args, key) for key in keys}
 
 
