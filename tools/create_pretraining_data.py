@@ -49,6 +49,12 @@ def _parse_args(argv):
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
     parser.add_argument("--masked_lm_prob", type=float, default=0.15)
+    parser.add_argument("--mask_fraction", type=float, default=0.8,
+                        help="of the selected tokens, the fraction replaced by [MASK]")
+    parser.add_argument("--keep_fraction", type=float, default=0.1,
+                        help="... left unchanged (the three fractions sum to 1)")
+    parser.add_argument("--random_fraction", type=float, default=0.1,
+                        help="... replaced by a random token")
     parser.add_argument("--short_seq_prob", type=float, default=0.1)
     parser.add_argument("--dupe_factor", type=int, default=10,
                         help="passes over the corpus, each with different masks")
@@ -83,8 +89,12 @@ def create_shards(args):
     # Imported here so `--help` and argument errors do not wait for TensorFlow.
     from bert_tf.data import pretraining, records
     from bert_tf.text import tokenizer_contract
+    from bert_tf.text.masking import MaskingFractions
     from bert_tf.text.tokenizer import BertTokenizer
 
+    fractions = MaskingFractions(mask=args.mask_fraction, keep=args.keep_fraction,
+                                 random=args.random_fraction)
+    fractions.check(("--mask_fraction", "--keep_fraction", "--random_fraction"))
     patterns = [p.strip() for p in args.input_file.split(",") if p.strip()]
     lower_case = args.do_lower_case
     if lower_case is None:
@@ -98,7 +108,7 @@ def create_shards(args):
         nsp=not args.no_nsp, whole_word_masking=args.whole_word_mask,
         seed=args.random_seed, epoch=0, num_epochs=args.dupe_factor,
         documents_per_window=args.documents_per_window,
-        shuffle_buffer_size=args.shuffle_buffer_size)
+        shuffle_buffer_size=args.shuffle_buffer_size, masking_fractions=fractions)
     # Batches cross into Python cheaper than single examples.
     dataset = dataset.batch(256)
 

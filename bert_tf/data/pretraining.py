@@ -39,7 +39,13 @@ from bert_tf.data import corpus
 from bert_tf.data import packing as packing_lib
 from bert_tf.data.records import FEATURE_NAMES
 from bert_tf.data.sentence_pairs import make_instances
-from bert_tf.text.masking import DynamicMasker, VocabInfo, read_vocab, vocab_info_from_tokens
+from bert_tf.text.masking import (
+    BERT_FRACTIONS,
+    DynamicMasker,
+    VocabInfo,
+    read_vocab,
+    vocab_info_from_tokens,
+)
 
 # Tags folded into the seed, one per independent stream of draws.
 _PAIRS_TAG = 11
@@ -103,7 +109,7 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
                          masked_lm_prob=0.15, short_seq_prob=0.1, nsp=True,
                          whole_word_masking=False, seed=0, pipeline_id=0,
                          documents_per_window=64, shuffle_buffer_size=10000,
-                         start_example=0, packing=None,
+                         start_example=0, packing=None, masking_fractions=BERT_FRACTIONS,
                          num_parallel_calls=tf.data.AUTOTUNE):
     """One epoch of unbatched pretraining examples from a dataset of documents.
 
@@ -129,6 +135,8 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
         with packing, this many packed rows.
       packing: a `bert_tf.data.packing.PackingOptions` to pack several
         instances per row (see `bert_tf.data.packing`), or None.
+      masking_fractions: a `bert_tf.text.masking.MaskingFractions`: what the
+        selected tokens become (default BERT's 80 % [MASK], 10 % kept, 10 % random).
       num_parallel_calls: parallelism of the maps (order stays deterministic).
 
     Returns:
@@ -139,7 +147,8 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
                              max_predictions_per_seq=max_predictions_per_seq,
                              masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
                              whole_word_masking=whole_word_masking,
-                             documents_per_window=documents_per_window)
+                             documents_per_window=documents_per_window,
+                             masking_fractions=masking_fractions)
     return _epoch_examples(
         documents, tokenizer, vocab, masker, epoch=epoch, start_example=start_example,
         max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, nsp=nsp, seed=seed,
@@ -149,7 +158,8 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
 
 
 def _prepare(tokenizer, vocab_file, *, max_seq_length, max_predictions_per_seq,
-             masked_lm_prob, short_seq_prob, whole_word_masking, documents_per_window):
+             masked_lm_prob, short_seq_prob, whole_word_masking, documents_per_window,
+             masking_fractions):
     """Validates the options eagerly and builds the vocabulary tables and the masker."""
     if documents_per_window < 1:
         raise ValueError(f"documents_per_window must be >= 1, got {documents_per_window}")
@@ -163,7 +173,8 @@ def _prepare(tokenizer, vocab_file, *, max_seq_length, max_predictions_per_seq,
         raise ValueError("whole_word_masking needs the vocab file (to know the '##' pieces)")
     masker = DynamicMasker.from_vocab(
         vocab, whole_word_masking=whole_word_masking,
-        max_predictions_per_seq=max_predictions_per_seq, masked_lm_prob=masked_lm_prob)
+        max_predictions_per_seq=max_predictions_per_seq, masked_lm_prob=masked_lm_prob,
+        fractions=masking_fractions)
     return vocab, masker
 
 
@@ -257,7 +268,8 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
                         start_example=0, documents_per_window=64,
                         shuffle_buffer_size=10000, input_context=None,
                         drop_remainder=True, cycle_length=4, holdout_every=0,
-                        held_out=False, packing=None, num_parallel_calls=tf.data.AUTOTUNE):
+                        held_out=False, packing=None, masking_fractions=BERT_FRACTIONS,
+                        num_parallel_calls=tf.data.AUTOTUNE):
     """Batches of dynamically masked BERT pretraining features from corpus files.
 
     Args:
@@ -303,7 +315,8 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
                              max_predictions_per_seq=max_predictions_per_seq,
                              masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
                              whole_word_masking=whole_word_masking,
-                             documents_per_window=documents_per_window)
+                             documents_per_window=documents_per_window,
+                             masking_fractions=masking_fractions)
 
     def one_epoch(current_epoch):
         skip = tf.where(current_epoch == epoch, tf.cast(start_example, tf.int64), 0)

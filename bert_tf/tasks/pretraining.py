@@ -30,6 +30,7 @@ from bert_tf.tasks.base import (
     encoder_config_differences,
     experiment_class,
 )
+from bert_tf.text.masking import MaskingFractions
 from bert_tf.text.tokenizer import BertTokenizer
 
 
@@ -56,6 +57,11 @@ class PretrainingDataConfig:
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
+    # What a selected token becomes (BERT: 80 % [MASK], 10 % unchanged, 10 %
+    # random); in [0, 1], summing to 1.
+    mask_token_fraction: float = 0.8
+    keep_token_fraction: float = 0.1
+    random_token_fraction: float = 0.1
     short_seq_prob: float = 0.1
     whole_word_masking: bool = False
     documents_per_window: int = 64
@@ -68,6 +74,16 @@ class PretrainingDataConfig:
     # Sequences assigned to rows at a time (first-fit within the window).
     packing_window: int = 256
     seed: int = 0
+
+
+MASKING_FRACTION_KEYS = ("data.mask_token_fraction", "data.keep_token_fraction",
+                         "data.random_token_fraction")
+
+
+def masking_fractions(data: PretrainingDataConfig) -> MaskingFractions:
+    """The `MaskingFractions` of a data config."""
+    return MaskingFractions(mask=data.mask_token_fraction, keep=data.keep_token_fraction,
+                            random=data.random_token_fraction)
 
 
 PretrainingExperiment = experiment_class(
@@ -110,6 +126,7 @@ class PretrainingTask(Task):
         contract = check_data_fits_encoder(data, encoder)
         if not data.eval_files and data.eval_holdout_every == 1:
             raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
+        masking_fractions(data).check(MASKING_FRACTION_KEYS)
         if data.packing and not 1 <= data.max_sequences_per_row <= data.packing_window:
             raise ValueError(f"data.max_sequences_per_row must be in [1, data.packing_window="
                              f"{data.packing_window}], got {data.max_sequences_per_row}")
@@ -172,7 +189,8 @@ class PretrainingTask(Task):
             nsp=self.model_config.use_nsp, whole_word_masking=data.whole_word_masking,
             seed=seed, num_epochs=None, documents_per_window=data.documents_per_window,
             shuffle_buffer_size=data.shuffle_buffer_size, input_context=input_context,
-            holdout_every=holdout, held_out=evaluation, packing=self._packing_options())
+            holdout_every=holdout, held_out=evaluation, packing=self._packing_options(),
+            masking_fractions=masking_fractions(data))
         return dataset.map(pretraining_data.to_model_inputs)
 
     def _packing_options(self):

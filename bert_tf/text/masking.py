@@ -17,7 +17,8 @@ The semantics follow google-research/bert's `create_masked_lm_predictions`:
   (a piece plus the "##" pieces that follow it), so a word is masked entirely
   or not at all and the count may end below the budget, as in BERT;
 * each selected token independently becomes [MASK] (80 %), stays unchanged
-  (10 %) or becomes a random token (10 %);
+  (10 %) or becomes a random token (10 %): BERT's split, which
+  `MaskingFractions` changes (the paper's Table 8 ablates it);
 * positions are returned in ascending order, padded to
   `max_predictions_per_seq` with position 0, id 0 and weight 0.
 
@@ -39,9 +40,38 @@ import tensorflow as tf
 
 from bert_tf.text import tokenizer
 
-# BERT's split of the selected tokens: [MASK], unchanged, the rest random.
-_PICK_FRACTION_MASK = 0.8
-_PICK_FRACTION_KEEP = 0.1
+
+@dataclasses.dataclass(frozen=True)
+class MaskingFractions:
+    """What a selected token becomes: [MASK], itself, or a random token.
+
+    Args:
+      mask: fraction of the selected tokens replaced by [MASK].
+      keep: fraction left unchanged (still predicted).
+      random: fraction replaced by a random token.
+    """
+
+    mask: float = 0.8
+    keep: float = 0.1
+    random: float = 0.1
+
+    def check(self, names: tuple[str, str, str] = ("mask", "keep", "random")) -> None:
+        """Raises ValueError unless each fraction is in [0, 1] and they sum to 1.
+
+        Args:
+          names: how the message names the three values (e.g. the config keys).
+        """
+        values = (self.mask, self.keep, self.random)
+        given = ", ".join(f"{name}={value}" for name, value in zip(names, values))
+        for name, value in zip(names, values):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1]; got {given}")
+        if abs(sum(values) - 1.0) > 1e-6:
+            raise ValueError(f"{', '.join(names)} must sum to 1; got {given} "
+                             f"(sum {sum(values):g})")
+
+
+BERT_FRACTIONS = MaskingFractions()
 
 _BRACKETED = re.compile(r"^\[[^\]]*\]$")
 
@@ -148,7 +178,7 @@ def _greedy_fit(sizes, budget):
 
 def mask_tokens(token_ids, seed, *, mask_id, special_ids, random_token_ids,
                 max_predictions_per_seq=20, masked_lm_prob=0.15,
-                is_continuation=None, pad_id=0):
+                is_continuation=None, pad_id=0, fractions=BERT_FRACTIONS):
     """Draws masked-LM targets for one sequence (see the module docstring).
 
     Args:
@@ -163,6 +193,7 @@ def mask_tokens(token_ids, seed, *, mask_id, special_ids, random_token_ids,
       is_continuation: optional bool [V] table marking "##" pieces; given, a
         piece and its "##" continuations are masked together (whole-word masking).
       pad_id: id of [PAD]; tokens equal to it are padding, not counted.
+      fractions: a `MaskingFractions`, what the selected tokens become.
 
     Returns:
       dict with `input_ids` int32 [L] (the masked sequence), `masked_lm_positions`
@@ -208,14 +239,13 @@ def mask_tokens(token_ids, seed, *, mask_id, special_ids, random_token_ids,
     word_taken = tf.scatter_nd(order[:, None], taken_in_order, [num_words + 1])
     selected = tf.gather(word_taken, word_of_token)  # [L]
 
-    # 80 % [MASK], 10 % unchanged, 10 % random token.
+    # By default 80 % [MASK], 10 % unchanged, 10 % random token.
     decide = tf.random.stateless_uniform([length], decide_seed)
     random_ids = tf.convert_to_tensor(random_token_ids, tf.int32)
     replacement = tf.gather(random_ids, tf.random.stateless_uniform(
         [length], replace_seed, minval=0, maxval=tf.size(random_ids), dtype=tf.int32))
-    masked = tf.where(decide < _PICK_FRACTION_MASK, mask_id,
-                      tf.where(decide < _PICK_FRACTION_MASK + _PICK_FRACTION_KEEP,
-                               token_ids, replacement))
+    masked = tf.where(decide < fractions.mask, mask_id,
+                      tf.where(decide < fractions.mask + fractions.keep, token_ids, replacement))
     input_ids = tf.where(selected, masked, token_ids)
 
     positions = tf.cast(tf.where(selected)[:, 0], tf.int32)  # ascending
@@ -241,7 +271,8 @@ class DynamicMasker:
 
     def __init__(self, *, mask_id, special_ids, random_token_ids,
                  max_predictions_per_seq=20, masked_lm_prob=0.15,
-                 is_continuation=None, pad_id=0):
+                 is_continuation=None, pad_id=0, fractions=BERT_FRACTIONS):
+        fractions.check()
         if not 0.0 < masked_lm_prob < 1.0:
             raise ValueError(f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}")
         if max_predictions_per_seq < 1:
@@ -257,6 +288,7 @@ class DynamicMasker:
         self.is_continuation = (None if is_continuation is None
                                 else np.asarray(is_continuation, bool))
         self.pad_id = int(pad_id)
+        self.fractions = fractions
 
     @classmethod
     def from_vocab(cls, vocab, *, whole_word_masking=False, **kwargs):
@@ -276,4 +308,5 @@ class DynamicMasker:
             random_token_ids=self.random_token_ids,
             max_predictions_per_seq=self.max_predictions_per_seq,
             masked_lm_prob=self.masked_lm_prob,
-            is_continuation=self.is_continuation, pad_id=self.pad_id)
+            is_continuation=self.is_continuation, pad_id=self.pad_id,
+            fractions=self.fractions)

@@ -112,3 +112,26 @@ def test_bad_input_is_a_clear_error(shared_file, tmp_path, capsys):
                       vocab_file, "--dupe_factor", "0"])
     assert code == 1
     assert "--dupe_factor" in capsys.readouterr().err
+
+
+def test_masking_fraction_flags_are_honoured_and_checked(corpus, shared_file, tmp_path,
+                                                         capsys):
+    vocab_file = shared_file("vocab", "bert-base-uncased-vocab.txt")
+    tool = _load_tool()
+    output_dir = str(tmp_path / "all_mask")
+    arguments = _arguments(corpus, output_dir, vocab_file, "--num_shards", "1",
+                           "--dupe_factor", "1", "--mask_fraction", "1", "--keep_fraction",
+                           "0", "--random_fraction", "0")
+    assert tool.main(arguments) == 0
+    examples = list(records.read_pretraining_records(
+        os.path.join(output_dir, "*.tfrecord")).as_numpy_iterator())
+    now = [e["input_ids"][e["masked_lm_positions"][e["masked_lm_weights"] > 0]]
+           for e in examples]
+    # Every selected token is [MASK] (id 103): none kept, none random.
+    assert np.concatenate(now).size > 100 and (np.concatenate(now) == 103).all()
+
+    code = tool.main(_arguments(corpus, str(tmp_path / "bad"), vocab_file,
+                                "--random_fraction", "0.3"))
+    assert code == 1
+    assert ("--mask_fraction, --keep_fraction, --random_fraction must sum to 1"
+            in capsys.readouterr().err)

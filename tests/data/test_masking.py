@@ -121,6 +121,48 @@ def test_whole_word_masking_masks_words_entirely(toy_vocab):
     assert max(sizes_seen) == 6
 
 
+def _split_of(vocab, ids, out):
+    """Fractions of the selected tokens now [MASK], unchanged, and replaced."""
+    ids = np.asarray(ids)
+    weights = out["masked_lm_weights"].numpy() > 0
+    positions = out["masked_lm_positions"].numpy()[weights]
+    now, original = out["input_ids"].numpy()[positions], ids[positions]
+    return (np.mean(now == vocab.mask_id), np.mean(now == original),
+            np.mean((now != vocab.mask_id) & (now != original)))
+
+
+@pytest.mark.parametrize("whole_word_masking", [False, True])
+@pytest.mark.parametrize("fractions", [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0),
+                                       (0.0, 0.0, 1.0), (0.8, 0.0, 0.2), (0.0, 0.2, 0.8)])
+def test_masking_fractions_decide_what_selected_tokens_become(vocab_file, fractions,
+                                                              whole_word_masking):
+    vocab = masking.read_vocab(vocab_file)
+    rng = np.random.default_rng(0)
+    # Word pieces only (no "##"), so every selected token is a word of its own.
+    words = vocab.random_token_ids[~vocab.is_continuation[vocab.random_token_ids]]
+    ids = np.concatenate([[vocab.cls_id], rng.choice(words, 4000), [vocab.sep_id]])
+    masker = masking.DynamicMasker.from_vocab(
+        vocab, whole_word_masking=whole_word_masking, max_predictions_per_seq=600,
+        fractions=masking.MaskingFractions(*fractions))
+    out = masker(tf.constant(ids, tf.int32), [5, 6])
+    assert out["masked_lm_weights"].numpy().sum() == 600
+    # 600 draws: each fraction within 0.06 of its setting; at 0 or 1 within 0.005 (a
+    # random replacement can draw the original token).
+    for measured, wanted in zip(_split_of(vocab, ids, out), fractions):
+        assert abs(measured - wanted) <= (0.005 if wanted in (0.0, 1.0) else 0.06)
+
+
+@pytest.mark.parametrize("fractions, message", [
+    ((0.9, 0.1, 0.1), r"mask, keep, random must sum to 1; got mask=0.9, keep=0.1, "
+                      r"random=0.1 \(sum 1.1\)"),
+    ((1.2, -0.1, -0.1), r"mask must be in \[0, 1\]; got mask=1.2"),
+    ((0.5, 0.5, -0.0001), r"random must be in \[0, 1\]"),
+])
+def test_invalid_masking_fractions_are_refused_naming_them(toy_vocab, fractions, message):
+    with pytest.raises(ValueError, match=message):
+        _masker(toy_vocab, fractions=masking.MaskingFractions(*fractions))
+
+
 def _python_greedy(sizes, budget):
     taken, used = [], 0
     for size in sizes:

@@ -220,3 +220,16 @@ def test_train_epochs_on_a_streamed_corpus_is_refused_naming_the_key(write_confi
     assert error.startswith("error: trainer.train_epochs=1 ") and len(error.splitlines()) == 1
     assert "'pretraining' task streams its data: set trainer.train_steps" in error
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_masking_fractions_that_do_not_sum_to_one_are_refused_naming_the_keys(
+        write_config, tmp_path, capsys):
+    code = train_in_process(write_config(), tmp_path / "run", "data.mask_token_fraction=0.9",
+                            "data.random_token_fraction=0.2")
+    assert code == 1
+    error = capsys.readouterr().err.strip()
+    assert error == ("error: data.mask_token_fraction, data.keep_token_fraction, "
+                     "data.random_token_fraction must sum to 1; got data.mask_token_fraction="
+                     "0.9, data.keep_token_fraction=0.1, data.random_token_fraction=0.2 "
+                     "(sum 1.2)")
+    assert not (tmp_path / "run").exists()
