@@ -257,3 +257,12 @@ def pack_examples(examples, options, max_seq_length, max_predictions):
         return merge_pretraining_slots(slots, max_seq_length, max_predictions)
 
     return examples.batch(options.window).map(assign).unbatch().map(merge)
+
+
+def sequence_count(padding_mask):
+    """Sequences in a batch of rows [B, S] (float32 scalar), packed or not.
+
+    A row's `padding_mask` numbers its sequences 1..K (a plain row's 0/1 mask
+    is the case K = 1), so its largest value is its sequence count.
+    """
+    return tf.reduce_sum(tf.cast(tf.reduce_max(padding_mask, axis=-1), tf.float32))

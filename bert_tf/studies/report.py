@@ -192,14 +192,13 @@ def plot_scores(spec, cells, path):
     plt.close(fig)
 
 
-def _markdown(study, manifest, pretraining, cells, rows):
-    spec = study.spec
-    lines = [f"# Study `{spec.name}` (profile `{study.profile}`)", "", spec.description.strip(), ""]
-    lines += ["## Corpus", "",
-              f"Every {manifest['holdout_every']}th document of each source is held out. "
-              f"Vocabulary: `{study.vocab_file}`.", "",
-              "| source | train documents | train words | held-out documents | held-out words |",
-              "|---|---|---|---|---|"]
+def _pretraining_markdown(study, manifest, pretraining):
+    """The Corpus and Pretraining sections (studies with pretraining entries)."""
+    lines = ["## Corpus", "",
+             f"Every {manifest['holdout_every']}th document of each source is held out. "
+             f"Vocabulary: `{study.vocab_file}`.", "",
+             "| source | train documents | train words | held-out documents | held-out words |",
+             "|---|---|---|---|---|"]
     for name, counts in manifest["sources"].items():
         lines.append(f"| {name} | {counts['train']['documents']:,} | {counts['train']['words']:,} "
                      f"| {counts['heldout']['documents']:,} | {counts['heldout']['words']:,} |")
@@ -234,7 +233,16 @@ def _markdown(study, manifest, pretraining, cells, rows):
         else:
             lines.append(f"`{entry['name']}`: not finished yet.")
         lines.append("")
-    lines += ["![pretraining curves](plots/pretraining.png)", "", "## Fine-tuning", "",
+    lines += ["![pretraining curves](plots/pretraining.png)", ""]
+    return lines
+
+
+def _markdown(study, manifest, pretraining, cells, rows):
+    spec = study.spec
+    lines = [f"# Study `{spec.name}` (profile `{study.profile}`)", "", spec.description.strip(), ""]
+    if manifest is not None:  # a fine-tuning-only study has no corpus or pretraining
+        lines += _pretraining_markdown(study, manifest, pretraining)
+    lines += ["## Fine-tuning", "",
               f"Learning rates {', '.join(f'{lr:g}' for lr in spec.suite.learning_rates)} with "
               f"seed {spec.suite.seeds[0]}; the best by the task's main dev metric is kept "
               f"(the same rule for every arm) and run with seeds "
@@ -299,7 +307,8 @@ def write(study, manifest, cells):
     results = {"study": study.spec.name, "profile": study.profile, "corpus": manifest,
                "pretraining": pretraining, "finetuning": cells, "comparisons": rows}
     os.makedirs(os.path.join(out, PLOTS_DIR), exist_ok=True)
-    plot_pretraining(pretraining, os.path.join(out, PLOTS_DIR, "pretraining.png"))
+    if pretraining:
+        plot_pretraining(pretraining, os.path.join(out, PLOTS_DIR, "pretraining.png"))
     plot_scores(study.spec, cells, os.path.join(out, PLOTS_DIR, "dev_scores.png"))
     for name, text in ((RESULTS_FILE, json.dumps(results, indent=2)),
                        (REPORT_FILE, _markdown(study, manifest, pretraining, cells, rows))):

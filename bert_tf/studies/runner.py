@@ -184,7 +184,8 @@ class Study:
             # Checked before hours of pretraining, not when the MiniLM row comes up.
             self._arm_init(next(a for a in self.spec.all_arms() if a.kind == "minilm"))
         os.makedirs(self.out_dir, exist_ok=True)
-        corpus = self.build_corpus()
+        # A study of fine-tuning only (no pretraining entry) needs no corpus.
+        corpus = self.build_corpus() if self.spec.pretraining else None
         pretraining = {}
         for entry in self.spec.pretraining:
             unit = self.pretraining_unit(entry, corpus)
@@ -202,4 +203,4 @@ class Study:
         return self.write_report(corpus, cells)
 
     def write_report(self, corpus, cells):
-        return report.write(self, corpus.manifest, cells)
+        return report.write(self, corpus.manifest if corpus else None, cells)

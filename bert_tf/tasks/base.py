@@ -295,6 +295,15 @@ class Task(abc.ABC):
           denominators: `loss_denominators` summed over all replicas.
         """
 
+    def batch_examples(self, inputs: Mapping[str, Any], labels: Mapping[str, Any]):
+        """This replica's training examples in a batch (float32 scalar), for examples/s.
+
+        By default one per row; tasks with packed rows count the sequences.
+        """
+        import tensorflow as tf  # here: this module stays importable without TensorFlow
+
+        return tf.cast(tf.shape(tf.nest.flatten(labels)[0])[0], tf.float32)
+
     @abc.abstractmethod
     def metric_sums(self, labels, outputs, inputs) -> dict:
         """Float32 scalar sums (keys `sum_keys`) from which `metrics` computes its values."""

@@ -466,6 +466,12 @@ class FinetuningTask(Task):
         sums = self.metric_sums(labels, outputs, inputs)
         return sums["loss_sum"] / tf.maximum(denominators["count"], 1.0), sums
 
+    def batch_examples(self, inputs, labels):
+        """Rows, or with `data.packing` the examples of the packed rows."""
+        if not self.data.packing:
+            return super().batch_examples(inputs, labels)
+        return packing.sequence_count(inputs["padding_mask"])
+
     @staticmethod
     def example_count(labels, key):
         return tf.cast(tf.shape(labels[key])[0], tf.float32)

@@ -222,6 +222,10 @@ class PretrainingTask(Task):
             denominators["nsp"] = tf.reduce_sum(_nsp_weights(labels))
         return denominators
 
+    def batch_examples(self, inputs, labels):
+        """Sequence-pair instances: one per row, or each one of a packed row."""
+        return packing.sequence_count(inputs["padding_mask"])
+
     @property
     def sum_keys(self):
         """The keys of `metric_sums`."""

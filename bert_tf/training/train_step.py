@@ -72,7 +72,8 @@ class TrainStep:
         self.step = step
         self.consecutive_nonfinite = consecutive_nonfinite
         self.stop_requested = stop_requested
-        self.sum_keys = (*task.sum_keys, "loss", "gradient_norm", "finite_steps", "failed_steps")
+        self.sum_keys = (*task.sum_keys, "loss", "examples", "gradient_norm", "finite_steps",
+                         "failed_steps")
         self.global_batches = global_batches
         self.local_replicas = strategies.local_replica_count(strategy)
         self.variables = model.trainable_variables
@@ -90,6 +91,7 @@ class TrainStep:
             scaled_loss = self.loss_scale.scale_loss(loss)
         gradients = tape.gradient(scaled_loss, self.variables)
         sums["loss"] = loss
+        sums["examples"] = self.task.batch_examples(inputs, labels)
         # Zeros, not None, for weights the task's loss does not reach (the
         # pooler under a span or token head), so the all-reduce gets a full
         # list. (TF's UnconnectedGradients.ZERO fails on Keras 3 variables.)

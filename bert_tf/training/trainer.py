@@ -266,7 +266,8 @@ class Trainer:
             "gradient_norm": float(sums["gradient_norm"]) / max(finite_steps, 1.0),
             "loss_scale": float(self.loss_scale.scale.numpy()),
             "skipped_steps": num_steps - finite_steps,
-            "examples_per_second": num_steps * self.config.global_batch_size / seconds,
+            # Packed rows hold several examples: the task counts them.
+            "examples_per_second": float(sums["examples"]) / seconds,
             "tokens_per_second": float(sums["tokens"]) / seconds,
         })
         return metrics

@@ -19,8 +19,8 @@ from bert_tf.studies import spec as spec_lib
 pytestmark = pytest.mark.slow
 
 
-def _run(out):
-    command = [sys.executable, "-m", "bert_tf.experiments", "pretrain_vs_random", "--out",
+def _run(out, study="pretrain_vs_random"):
+    command = [sys.executable, "-m", "bert_tf.experiments", study, "--out",
                str(out), "--profile", "ci"]
     env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
     result = subprocess.run(command, cwd=spec_lib.REPO_ROOT, env=dict(os.environ, **env),
@@ -67,3 +67,19 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     again = json.loads((out / "results.json").read_text())
     assert [c["seed_scores"] for c in again["finetuning"]] == \
         [c["seed_scores"] for c in results["finetuning"]]
+
+
+def test_a_fine_tuning_only_study_needs_no_corpus(tmp_path, shared_file):
+    shared_file("glue", "MRPC", "train.tsv")
+    out = tmp_path / "packing_parity"
+    assert _run(out, "packing_parity").count(": running") == 1  # MiniLM, MRPC packed
+    results = json.loads((out / "results.json").read_text())
+    (cell,) = results["finetuning"]
+    assert (cell["arm"], cell["task"], cell["complete"]) == ("minilm", "mrpc_packed", True)
+    params = yaml.safe_load((out / "finetune" / "minilm" / "mrpc_packed" / "lr5e-05_seed0"
+                             / "params.yaml").read_text())
+    assert params["data"]["packing"] is True and params["trainer"]["global_batch_size"] == 4
+    assert not (out / "corpus").exists() and results["corpus"] is None
+    report = (out / "report.md").read_text()
+    assert "## Corpus" not in report and "| mrpc_packed | f1 |" in report
+    assert not (out / "plots" / "pretraining.png").exists()

@@ -58,6 +58,17 @@ def test_glue_packed_rows_hold_every_example_with_its_label(tiny_checkpoint):
     assert task.num_train_examples < 32  # rows per epoch: MRPC pairs share rows at 128
 
 
+def test_examples_per_step_count_the_examples_of_packed_rows(tiny_checkpoint):
+    values = {"data.max_train_examples": 32, "data.packing_window": 64}
+    packed = _task("glue_mrpc", tiny_checkpoint, **values, **{"data.packing": True})
+    inputs, labels = next(iter(packed.train_dataset(None, 4)))
+    # The trainer's examples/s: every example of the 4 rows, not the rows.
+    examples = float(packed.batch_examples(inputs, labels))
+    assert examples == labels["slot_weights"].numpy().sum() > 4
+    plain = _task("glue_mrpc", tiny_checkpoint, **values)
+    assert float(plain.batch_examples(*next(iter(plain.train_dataset(None, 4))))) == 4
+
+
 def test_packing_is_refused_for_squad_naming_the_key(tiny_checkpoint, shared_file):
     squad = shared_file("squad", "dev-v1.1.json")
     with pytest.raises(ValueError, match="data.packing: the 'squad' task keeps one example"):
