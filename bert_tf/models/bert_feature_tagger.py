@@ -35,7 +35,9 @@ class BertFeatureTagger(TaskModel):
         mask = keras.ops.greater(inputs["padding_mask"], 0)  # [B, S]
         for i in range(2):
             hidden = keras.layers.Bidirectional(
-                keras.layers.LSTM(lstm_units, return_sequences=True),
+                # Named: checkpoints key the weights by path, so it must not depend
+                # on how many LSTMs the process built before.
+                keras.layers.LSTM(lstm_units, return_sequences=True, name=f"lstm_{i}"),
                 name=f"bilstm_{i}")(hidden, mask=mask)
             hidden = keras.layers.Dropout(dropout)(hidden)
         logits = keras.layers.Dense(num_labels, dtype="float32", name="classifier")(hidden)
