@@ -41,14 +41,14 @@ def finetune_data_overrides(task_name):
       task_name: the config's `task` ("glue", "ner", ...).
 
     Returns:
-      "glue": `data.data_dir` (the GLUE folder); "ner": `data.train_file`
+      "glue": `data.data_dir` (the GLUE folder); "ner", "ner_features": `data.train_file`
       (eng.train) and `data.eval_files` (eng.testa, eng.testb); other tasks,
       whose shared files depend on the experiment, nothing.
     """
     # Values in JSON, which YAML reads back whatever characters a path holds.
     if task_name == "glue":
         return [f"data.data_dir={json.dumps(data_path('glue'))}"]
-    if task_name == "ner":
+    if task_name in ("ner", "ner_features"):
         evaluation = [data_path("conll2003", name) for name in ("eng.testa", "eng.testb")]
         return [f"data.train_file={json.dumps(data_path('conll2003', 'eng.train'))}",
                 f"data.eval_files={json.dumps(evaluation)}"]

@@ -49,7 +49,7 @@ SQUAD_DEFAULTS = {"version_2_with_negative": False, "max_answer_length": 30,
 # Model classes and the kind each implies (BertClassifier: by its number of classes).
 _MODEL_KINDS = {"BertEncoder": "encoder", "BertPretrainer": "pretrainer",
                 "BertSpanLabeler": "span_labeler", "BertTokenClassifier": "token_classifier",
-                "BertMultipleChoice": "multiple_choice"}
+                "BertMultipleChoice": "multiple_choice", "BertFeatureTagger": "token_classifier"}
 
 
 def _is_int(value: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_feature_tagger import BertFeatureTagger
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
@@ -12,5 +13,5 @@ from bert_tf.models.presets import PRESETS, get_preset, preset_names
 __all__ = [
     "EncoderConfig", "PRESETS", "get_preset", "preset_names", "BertEncoder",
     "BertPretrainer", "BertClassifier", "BertSpanLabeler", "BertTokenClassifier",
-    "BertMultipleChoice",
+    "BertMultipleChoice", "BertFeatureTagger",
 ]

@@ -21,7 +21,8 @@ class BertEncoder(keras.Model):
 
     Outputs (dict): `sequence_output` [B, S, D] (the last layer),
     `pooled_output` [B, D] (tanh dense layer on the first token) and
-    `encoder_outputs`, a list of every layer's output [B, S, D], for the
+    `encoder_outputs`, a list of every layer's output [B, S, D], and
+    `embedding_output` [B, S, D] (the input of the first layer), for the
     feature-based approach.
 
     The constructor arguments are the fields of `EncoderConfig` (checked
@@ -85,6 +86,7 @@ class BertEncoder(keras.Model):
         padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
 
         hidden = embeddings(token_ids, segment_ids, padding_mask)
+        embedding_output = hidden
         attention_bias = sequence_ids.attention_bias(padding_mask)  # [B, 1, S, T]
         encoder_outputs = []
         for block in blocks:
@@ -96,7 +98,8 @@ class BertEncoder(keras.Model):
             inputs={"token_ids": token_ids, "segment_ids": segment_ids,
                     "padding_mask": padding_mask},
             outputs={"sequence_output": hidden, "pooled_output": pooled,
-                     "encoder_outputs": encoder_outputs},
+                     "encoder_outputs": encoder_outputs,
+                     "embedding_output": embedding_output},
             dtype=dtype, **kwargs)
 
         # === Attributes ===

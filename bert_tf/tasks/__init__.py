@@ -21,6 +21,7 @@ TASKS: dict[str, tuple[str, str] | type] = {
     "glue": ("bert_tf.tasks.glue", "GlueTask"),
     "squad": ("bert_tf.tasks.squad", "SquadTask"),
     "ner": ("bert_tf.tasks.ner", "NerTask"),
+    "ner_features": ("bert_tf.tasks.ner_features", "NerFeaturesTask"),
     "swag": ("bert_tf.tasks.swag", "SwagTask"),
 }
 

@@ -1,0 +1,53 @@
+"""Feature-based tagger (paper section 5.3): a frozen encoder, a BiLSTM, a per-token classifier."""
+
+import keras
+
+from bert_tf.layers.feature_mix import FeatureMix
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.task_model import TaskModel, encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertFeatureTagger(TaskModel):
+    """Frozen encoder features -> 2-layer BiLSTM -> `logits` [B, S, num_labels] (float32).
+
+    The encoder's weights never train (its dropout is off too: it runs in
+    inference mode); only the feature mix, the LSTMs and the classifier do.
+
+    Args:
+      encoder: the pretrained `BertEncoder` the features come from.
+      num_labels: number of tags K.
+      mix: which hidden states, combined how (`bert_tf.layers.feature_mix.MIXES`).
+      lstm_units: units of each direction of each BiLSTM layer.
+      dropout: dropout on the features and between the LSTM layers.
+      **kwargs: `keras.Model` arguments (`name`, `trainable`).
+    """
+
+    def __init__(self, encoder: BertEncoder, num_labels: int, mix: str = "concat_last_four",
+                 lstm_units: int = 384, dropout: float = 0.1, **kwargs):
+        encoder.trainable = False
+        inputs = encoder_inputs()
+        encoded = encoder(inputs, training=False)
+        states = [encoded["embedding_output"], *encoded["encoder_outputs"]]
+        feature_mix = FeatureMix(mix, name="feature_mix")
+        hidden = keras.layers.Dropout(dropout)(feature_mix(states))
+        # The LSTMs skip padding (and so never carry state across it).
+        mask = keras.ops.greater(inputs["padding_mask"], 0)  # [B, S]
+        for i in range(2):
+            hidden = keras.layers.Bidirectional(
+                # Named: checkpoints key the weights by path, so it must not depend
+                # on how many LSTMs the process built before.
+                keras.layers.LSTM(lstm_units, return_sequences=True, name=f"lstm_{i}"),
+                name=f"bilstm_{i}")(hidden, mask=mask)
+            hidden = keras.layers.Dropout(dropout)(hidden)
+        logits = keras.layers.Dense(num_labels, dtype="float32", name="classifier")(hidden)
+        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        self.encoder = encoder
+        self.num_labels = num_labels
+        self.mix = mix
+        self.lstm_units = lstm_units
+        self.dropout = dropout
+
+    def get_config(self):
+        return self._task_config(num_labels=self.num_labels, mix=self.mix,
+                                 lstm_units=self.lstm_units, dropout=self.dropout)
