@@ -15,6 +15,17 @@ MIXES = {
 }
 
 
+def layers_needed(mix: str) -> int:
+    """The fewest Transformer layers an encoder needs for `mix` (e.g. 4 for the last four).
+
+    Args:
+      mix: a key of `MIXES`.
+    """
+    indices, _ = MIXES[mix]
+    # States are [embeddings, layer 1, ..., layer L]: index -k needs k layers.
+    return max((-i for i in indices or () if i < 0), default=0)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class FeatureMix(keras.layers.Layer):
     """Combines hidden states [B, S, D] each into the features [B, S, F].

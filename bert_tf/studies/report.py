@@ -114,6 +114,121 @@ def _pct(value):
     return f"{100 * value:.2f}"
 
 
+def _seed_summary(cell, metric):
+    """Mean, std, range and count of `metric` over the seeds at the cell's chosen rate."""
+    chosen = cell["chosen_learning_rate"]
+    scores = [run["metrics"][metric] for run in cell["runs"]
+              if chosen is not None and run["learning_rate"] == chosen]
+    if not scores:
+        return None
+    return {"mean": statistics.fmean(scores),
+            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "min": min(scores), "max": max(scores), "seeds": len(scores),
+            "complete": cell["complete"], "learning_rate": chosen}
+
+
+def table_results(table, spec, pretraining, cells):
+    """One paper-style table: per row, our value of every column and the paper's row.
+
+    Pretraining columns hold the arm's held-out value at the last step; task and
+    metric columns the mean, sample std, range and count over the chosen rate's
+    seeds. A value is None until its run is finished.
+    """
+    arms = {arm.name: arm for arm in spec.all_arms()}
+    by_name = {entry["name"]: entry for entry in pretraining}
+    by_key = {(c["arm"], c["task"]): c for c in cells}
+    columns = [{"key": metric, "kind": "pretraining", "label": metric}
+               for metric in table.pretraining_metrics]
+    for task in table.tasks:
+        metric = next((c["main_metric"] for c in cells if c["task"] == task), "")
+        columns.append({"key": task, "kind": "task", "label": f"{task} {metric}".strip()})
+    columns += [{"key": metric, "kind": "metric", "label": metric} for metric in table.metrics]
+    rows = []
+    for row in table.rows:
+        values = {}
+        final = by_name.get(arms[row.arm].pretraining, {}).get("final_eval")
+        for metric in table.pretraining_metrics:
+            values[metric] = final["metrics"].get(metric) if final else None
+        for task in table.tasks:
+            cell = by_key.get((row.arm, task))
+            values[task] = _seed_summary(cell, cell["main_metric"]) if cell else None
+        cell = by_key.get((row.arm, row.task)) if row.task else None
+        for metric in table.metrics:
+            values[metric] = _seed_summary(cell, metric) if cell else None
+        rows.append({"arm": row.arm, "task": row.task, "label": row.label or row.task or row.arm,
+                     "values": values, "paper_label": row.paper_label, "paper": list(row.paper)})
+    return {"name": table.name, "title": table.title, "columns": columns, "rows": rows,
+            "paper_columns": list(table.paper_columns), "paper_source": table.paper_source}
+
+
+def _table_value(column, value):
+    if value is None:
+        return "pending"
+    if column["kind"] == "pretraining":
+        return f"{value:.1f}" if column["key"] == "mlm_perplexity" else _pct(value)
+    text = f"{_pct(value['mean'])} ± {_pct(value['std'])} (n={value['seeds']})"
+    return text if value["complete"] else text + ", incomplete"
+
+
+def _tables_markdown(tables):
+    """Each table: our columns, then the paper's, one row per arm."""
+    lines = []
+    for table in tables:
+        columns = table["columns"]
+        paper_labels = any(row["paper_label"] for row in table["rows"])
+        header = ([c["label"] for c in columns] + (["paper: row"] if paper_labels else [])
+                  + [f"paper: {name}" for name in table["paper_columns"]])
+        held_out = ("held-out pretraining metrics at the last step (accuracy x 100); "
+                    if any(c["kind"] == "pretraining" for c in columns) else "")
+        lines += [f"## {table['title'] or table['name']}", "",
+                  f"Ours: {held_out}scores x 100 as the mean ± sample std over seeds at "
+                  "the chosen learning rate. "
+                  f"Paper: {table['paper_source'] or 'as published'}.", "",
+                  "| row | " + " | ".join(header) + " |", "|---|" + "---|" * len(header)]
+        for row in table["rows"]:
+            ours = [_table_value(c, row["values"][c["key"]]) for c in columns]
+            paper = ["" if v is None else str(v) for v in row["paper"]]
+            paper += [""] * (len(table["paper_columns"]) - len(paper))
+            if paper_labels:
+                paper.insert(0, row["paper_label"])
+            lines.append(f"| {row['label']} | " + " | ".join(ours + paper) + " |")
+        lines += ["", f"![{table['name']}](plots/{table['name']}.png)", ""]
+    return lines
+
+
+def plot_table(table, path):
+    """One panel per column of ours: a bar per row (mean), seed range as whiskers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = table["columns"]
+    fig, axes = plt.subplots(1, max(len(columns), 1), squeeze=False,
+                             figsize=(max(4, 3.2 * len(columns)), 3.6))
+    labels = [row["label"] for row in table["rows"]]
+    for ax, column in zip(axes[0], columns):
+        for i, row in enumerate(table["rows"]):
+            value = row["values"][column["key"]]
+            if value is None:
+                continue
+            if column["kind"] == "pretraining":
+                scale = 1 if column["key"] == "mlm_perplexity" else 100
+                ax.bar(i, scale * value, 0.7, alpha=0.8)
+            else:
+                mean = 100 * value["mean"]
+                ax.bar(i, mean, 0.7, alpha=0.8,
+                       yerr=[[mean - 100 * value["min"]], [100 * value["max"] - mean]], capsize=3)
+        ax.set_title(column["label"], fontsize=9)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(table["title"] or table["name"], fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def plot_pretraining(pretraining, path):
     """Held-out and training MLM / NSP accuracy against steps, one line per run."""
     import matplotlib
@@ -237,22 +352,26 @@ def _pretraining_markdown(study, manifest, pretraining):
     return lines
 
 
-def _markdown(study, manifest, pretraining, cells, rows):
+def _markdown(study, manifest, pretraining, cells, rows, tables):
     spec = study.spec
     lines = [f"# Study `{spec.name}` (profile `{study.profile}`)", "", spec.description.strip(), ""]
+    lines += _tables_markdown(tables)
     if manifest is not None:  # a fine-tuning-only study has no corpus or pretraining
         lines += _pretraining_markdown(study, manifest, pretraining)
     lines += ["## Fine-tuning", "",
-              f"Learning rates {', '.join(f'{lr:g}' for lr in spec.suite.learning_rates)} with "
+              f"Learning rates {', '.join(f'{lr:g}' for lr in spec.suite.learning_rates)} "
+              f"(unless a task lists its own) with "
               f"seed {spec.suite.seeds[0]}; the best by the task's main dev metric is kept "
               f"(the same rule for every arm) and run with seeds "
               f"{', '.join(str(s) for s in spec.suite.seeds[1:]) or '(none)'}. Common "
               f"overrides: `{' '.join(spec.suite.overrides) or 'none'}`.", ""]
     for task in spec.suite.tasks:
+        line = f"- {task.name}: `{task.config}`"
         if task.overrides:
-            lines.append(f"- {task.name}: `{task.config}` with `{' '.join(task.overrides)}`")
-        else:
-            lines.append(f"- {task.name}: `{task.config}`")
+            line += f" with `{' '.join(task.overrides)}`"
+        if task.learning_rates:
+            line += f"; its own learning rates {', '.join(f'{lr:g}' for lr in task.learning_rates)}"
+        lines.append(line)
     arms = [arm.name for arm in spec.all_arms()]
     lines += ["", "Mean main dev metric x 100 over seeds, +- sample std (range), chosen lr:", "",
               "| task | metric | " + " | ".join(arms) + " |",
@@ -262,7 +381,10 @@ def _markdown(study, manifest, pretraining, cells, rows):
         row = [task.name, by_key.get((arms[0], task.name), {}).get("main_metric", "")]
         for arm in arms:
             cell = by_key.get((arm, task.name))
-            if not cell or "mean" not in cell:
+            if not cell:
+                row.append("-")  # the arm does not fine-tune on this task
+                continue
+            if "mean" not in cell:
                 row.append("pending")
                 continue
             text = (f"{_pct(cell['mean'])} +- {_pct(cell['std'])} "
@@ -280,7 +402,8 @@ def _markdown(study, manifest, pretraining, cells, rows):
             lines.append(f"| {r['task']} | {r['versus']} | {_pct(r['gap'])} | "
                          f"{_pct(r['spread'])} | {'yes' if r['beyond_spread'] else 'no'}"
                          f"{'' if r['complete'] else ' (incomplete)'} |")
-    rates = [f"{lr:g}" for lr in spec.suite.learning_rates]
+    grids = [spec.suite.learning_rates_of(task) for task in spec.suite.tasks]
+    rates = list(dict.fromkeys(f"{lr:g}" for grid in grids for lr in grid))
     lines += ["", f"Selection: main dev metric x 100 of every learning rate with seed "
               f"{spec.suite.seeds[0]}:", "",
               "| task | arm | " + " | ".join(f"lr {r}" for r in rates) + " |",
@@ -304,14 +427,19 @@ def write(study, manifest, cells):
                    for p in study.spec.pretraining]
     cells = [cell_statistics(cell) for cell in cells]
     rows = comparisons(study.spec, cells)
+    tables = [table_results(table, study.spec, pretraining, cells) for table in study.spec.tables]
     results = {"study": study.spec.name, "profile": study.profile, "corpus": manifest,
-               "pretraining": pretraining, "finetuning": cells, "comparisons": rows}
+               "pretraining": pretraining, "finetuning": cells, "comparisons": rows,
+               "tables": tables}
     os.makedirs(os.path.join(out, PLOTS_DIR), exist_ok=True)
     if pretraining:
         plot_pretraining(pretraining, os.path.join(out, PLOTS_DIR, "pretraining.png"))
     plot_scores(study.spec, cells, os.path.join(out, PLOTS_DIR, "dev_scores.png"))
+    for table in tables:
+        plot_table(table, os.path.join(out, PLOTS_DIR, f"{table['name']}.png"))
+    markdown = _markdown(study, manifest, pretraining, cells, rows, tables)
     for name, text in ((RESULTS_FILE, json.dumps(results, indent=2)),
-                       (REPORT_FILE, _markdown(study, manifest, pretraining, cells, rows))):
+                       (REPORT_FILE, markdown)):
         path = os.path.join(out, name)
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             f.write(text)

@@ -1,4 +1,4 @@
-"""Runs a study: corpus, pretraining runs, then the fine-tuning suite for every arm.
+"""Runs a study: corpus, pretraining runs and the fine-tuning suite of every arm.
 
 Layout of the output directory:
 
@@ -112,8 +112,11 @@ class Study:
 
         config = spec_lib.resolve_repo_path(task.config)
         task_kind = config_lib.load_yaml(config).get("task", "")
-        return [*shared_data.finetune_data_overrides(task_kind), *self.spec.suite.overrides,
-                *task.overrides]
+        overrides = [*self.spec.suite.overrides, *task.overrides]
+        # JSON-quoted, so a data folder with spaces or colons survives the override parser.
+        data_dir = json.dumps(shared_data.data_dir())[1:-1]
+        return [*shared_data.finetune_data_overrides(task_kind),
+                *(o.replace(spec_lib.DATA_DIR_PLACEHOLDER, data_dir) for o in overrides)]
 
     def finetune_unit(self, arm, task, learning_rate, seed):
         """The `TrainUnit` of one fine-tuning run."""
@@ -157,28 +160,46 @@ class Study:
                          "model_dir": unit.model_dir, "metrics": results["metrics"]})
             return results["metrics"][metric]
 
-        scores = {lr: run(lr, first) for lr in suite.learning_rates}
+        rates = suite.learning_rates_of(task)
+        scores = {lr: run(lr, first) for lr in rates}
         chosen = None
         if not pending:
             # max() keeps the first of equal scores: ties go to the first listed rate.
-            chosen = max(suite.learning_rates, key=lambda lr: scores[lr])
+            chosen = max(rates, key=lambda lr: scores[lr])
             for seed in others:
                 run(chosen, seed)
         return {"arm": arm.name, "task": task.name, "main_metric": metric,
                 "chosen_learning_rate": chosen, "complete": not pending, "runs": runs}
 
     def units_order(self):
-        """(arm, task) cells in the order they run: tasks outer for the compared arms,
-        then the reference arms."""
-        cells = [(arm, task) for task in self.spec.suite.tasks for arm in self.spec.arms]
-        cells += [(arm, task) for arm in self.spec.reference_arms for task in self.spec.suite.tasks]
-        return cells
+        """(arm, task) cells in the order they run.
+
+        With tables: table by table, row by row, task by task (each cell once),
+        then any other cell. Without: tasks outer for the compared arms, then the
+        reference arms. An arm runs only on its own tasks.
+        """
+        spec = self.spec
+        arms = {arm.name: arm for arm in spec.all_arms()}
+        tasks = {task.name: task for task in spec.suite.tasks}
+        cells = [(arms[row.arm], tasks[name]) for table in spec.tables for row in table.rows
+                 for name in ([row.task] if row.task else table.tasks)]
+        cells += [(arm, task) for task in spec.suite.tasks for arm in spec.arms
+                  if task in spec.arm_tasks(arm)]
+        cells += [(arm, task) for arm in spec.reference_arms for task in spec.arm_tasks(arm)]
+        ordered, seen = [], set()
+        for arm, task in cells:
+            if (arm.name, task.name) not in seen:
+                seen.add((arm.name, task.name))
+                ordered.append((arm, task))
+        return ordered
 
     def run(self, execute=True):
         """Runs every unit not yet finished, writing the report as cells complete.
 
-        With `execute=False` only the report of what is finished is written.
-        Returns the results dict (also in `results.json`).
+        Each pretraining runs just before the first fine-tuning run that needs
+        it; entries no arm needs run last. With `execute=False` only the report
+        of what is finished is written. Returns the results dict (also in
+        `results.json`).
         """
         if execute and any(arm.kind == "minilm" for arm in self.spec.all_arms()):
             # Checked before hours of pretraining, not when the MiniLM row comes up.
@@ -186,13 +207,18 @@ class Study:
         os.makedirs(self.out_dir, exist_ok=True)
         # A study of fine-tuning only (no pretraining entry) needs no corpus.
         corpus = self.build_corpus() if self.spec.pretraining else None
+        entries = {entry.name: entry for entry in self.spec.pretraining}
         pretraining = {}
-        for entry in self.spec.pretraining:
-            unit = self.pretraining_unit(entry, corpus)
-            pretraining[entry.name] = unit.run(self.log) if execute else unit.results()
+
+        def pretrained(name):
+            if name not in pretraining:
+                unit = self.pretraining_unit(entries[name], corpus)
+                pretraining[name] = unit.run(self.log) if execute else unit.results()
+            return pretraining[name]
+
         cells = []
         for arm, task in self.units_order():
-            if arm.kind != "minilm" and pretraining.get(arm.pretraining) is None:
+            if arm.kind != "minilm" and pretrained(arm.pretraining) is None:
                 cells.append({"arm": arm.name, "task": task.name, "complete": False,
                               "runs": [], "chosen_learning_rate": None,
                               "main_metric": self.main_metric(task)})
@@ -200,6 +226,8 @@ class Study:
             cells.append(self.run_suite_cell(arm, task, execute))
             if execute:
                 self.write_report(corpus, cells)
+        for name in entries:
+            pretrained(name)
         return self.write_report(corpus, cells)
 
     def write_report(self, corpus, cells):

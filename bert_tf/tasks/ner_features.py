@@ -8,7 +8,7 @@ metrics and outputs are `ner`'s.
 
 import dataclasses
 
-from bert_tf.layers.feature_mix import MIXES
+from bert_tf.layers.feature_mix import MIXES, layers_needed
 from bert_tf.models.bert_feature_tagger import BertFeatureTagger
 from bert_tf.tasks.base import experiment_class
 from bert_tf.tasks.finetuning import FinetuningModelConfig
@@ -48,6 +48,11 @@ class NerFeaturesTask(NerTask):
         super().validate()
 
     def _task_model(self, encoder):
+        mix = self.model_config.feature_mix
+        layers = encoder.encoder_config.num_layers
+        if layers < layers_needed(mix):
+            raise ValueError(f"model.feature_mix {mix!r} needs an encoder of at least "
+                             f"{layers_needed(mix)} layers; this one has {layers}")
         dropout = self.model_config.head_dropout
         return BertFeatureTagger(
             encoder, num_labels=len(LABELS), mix=self.model_config.feature_mix,

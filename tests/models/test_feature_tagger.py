@@ -52,3 +52,11 @@ def test_only_the_head_trains_and_logits_cover_every_token():
 def test_an_unknown_mix_is_refused_listing_the_mixes():
     with pytest.raises(ValueError, match="unknown feature mix 'top'; expected one of"):
         FeatureMix("top")
+
+
+def test_layers_needed_by_each_mix():
+    from bert_tf.layers.feature_mix import layers_needed
+
+    assert {mix: layers_needed(mix) for mix in MIXES} == {
+        "embeddings": 0, "second_to_last": 2, "last": 1, "sum_last_four": 4,
+        "concat_last_four": 4, "sum_all": 0}

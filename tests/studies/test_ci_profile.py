@@ -83,3 +83,45 @@ def test_a_fine_tuning_only_study_needs_no_corpus(tmp_path, shared_file):
     report = (out / "report.md").read_text()
     assert "## Corpus" not in report and "| mrpc_packed | f1 |" in report
     assert not (out / "plots" / "pretraining.png").exists()
+
+
+def test_ablation_tables_pretrain_each_row_and_sit_beside_the_paper(tmp_path, shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    shared_file("conll2003", "eng.train")
+    out = tmp_path / "ablations"
+    first = _run(out, "ablations")
+    # Two pretraining rows, each fine-tuned once on feature-based NER.
+    assert first.count(": running") == 4
+    masked = yaml.safe_load((out / "pretraining" / "mask_0_0_100" / "params.yaml").read_text())
+    assert (masked["data"]["mask_token_fraction"], masked["data"]["keep_token_fraction"],
+            masked["data"]["random_token_fraction"]) == (0.0, 0.0, 1.0)
+    run = out / "finetune" / "mask_0_0_100" / "ner_features" / "lr0.001_seed0"
+    params = yaml.safe_load((run / "params.yaml").read_text())
+    # The task's own learning rate, not the suite's.
+    assert params["optimizer"]["learning_rate"] == 1e-3
+    assert params["model"]["feature_mix"] == "concat_last_four"
+    results = json.loads((out / "results.json").read_text())
+    (table,) = results["tables"]
+    assert [row["label"] for row in table["rows"]] == ["80/10/10", "0/0/100"]
+    for row in table["rows"]:
+        assert row["values"]["mlm_perplexity"] > 1
+        assert row["values"]["ner_features"]["seeds"] == 1
+    report = (out / "report.md").read_text()
+    assert "| row | mlm_perplexity | ner_features eng.testa/f1 | paper: NER feature-based |" \
+        in report
+    assert "| 0/0/100 |" in report and "| 94.6 |" in report
+    assert (out / "plots" / "table8_masking.png").read_bytes()[:4] == b"\x89PNG"
+    assert ": running" not in _run(out, "ablations")
+
+
+def test_the_feature_based_table_reports_dev_and_test(tmp_path, shared_file):
+    shared_file("conll2003", "eng.train")
+    out = tmp_path / "feature_based"
+    assert _run(out, "feature_based").count(": running") == 1
+    results = json.loads((out / "results.json").read_text())
+    ((row,),) = [table["rows"] for table in results["tables"]]
+    assert (row["arm"], row["task"]) == ("minilm", "sum_last_four")
+    assert set(row["values"]) == {"eng.testa/f1", "eng.testb/f1"}
+    assert all(0 <= value["mean"] <= 1 for value in row["values"].values())
+    assert "| row | eng.testa/f1 | eng.testb/f1 | paper: Dev F1 | paper: Test F1 |" in \
+        (out / "report.md").read_text()

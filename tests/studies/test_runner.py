@@ -91,3 +91,47 @@ def test_a_finished_unit_is_not_run_again(tmp_path):
     _finish(model_dir, {"accuracy": 0.5}, steps=7)
     # The config does not exist: running would fail, so returning proves nothing ran.
     assert unit.run(log=lambda message: None) == {"step": 7, "metrics": {"accuracy": 0.5}}
+
+
+def test_tables_run_row_by_row_and_arms_only_on_their_tasks(tmp_path):
+    study = runner.Study(spec_lib.load_study("ablations"), str(tmp_path / "a"),
+                         log=lambda message: None)
+    order = [(arm.name, task.name) for arm, task in study.units_order()]
+    assert order[:8] == [("base", "mrpc"), ("base", "rte"), ("base", "sst2"), ("base", "squad"),
+                         ("no_nsp", "mrpc"), ("no_nsp", "rte"), ("no_nsp", "sst2"),
+                         ("no_nsp", "squad")]
+    assert len(order) == len(set(order))
+    assert ("l2_h128", "rte") not in order and ("base", "ner_features") in order
+
+
+def test_a_task_override_may_name_a_shared_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_TF_DATA", "/data: here")
+    spec = spec_lib.load_study("ablations")
+    study = runner.Study(spec, str(tmp_path / "a"), log=lambda message: None)
+    squad = next(task for task in spec.suite.tasks if task.name == "squad")
+    overrides = study.task_overrides(squad)
+    assert 'data.train_file="/data: here/squad/dev-v1.1.json"' in overrides
+    assert "data.train_articles=even" in overrides and "data.eval_articles=odd" in overrides
+
+
+def test_a_table_of_metrics_averages_each_metric_over_the_chosen_rates_seeds():
+    spec = spec_lib.load_study("feature_based")
+
+    def run(lr, seed, dev, test):
+        return {"learning_rate": lr, "seed": seed, "metrics": {"eng.testa/f1": dev,
+                                                               "eng.testb/f1": test}}
+
+    cells = [{"arm": "minilm", "task": "last", "main_metric": "eng.testa/f1",
+              "chosen_learning_rate": 1e-3, "complete": False,
+              "runs": [run(1e-3, 0, 0.90, 0.80), run(1e-3, 1, 0.92, 0.84)]}]
+    table = report.table_results(spec.tables[0], spec, [], cells)
+    rows = {row["task"]: row for row in table["rows"]}
+    dev, test = rows["last"]["values"]["eng.testa/f1"], rows["last"]["values"]["eng.testb/f1"]
+    assert abs(dev["mean"] - 0.91) < 1e-9 and abs(test["mean"] - 0.82) < 1e-9
+    assert dev["seeds"] == 2 and not dev["complete"]
+    assert rows["embeddings"]["values"]["eng.testa/f1"] is None  # not run yet
+    assert rows["last"]["paper"] == [94.9, None]
+    markdown = "\n".join(report._tables_markdown([table]))
+    assert "| Last hidden | 91.00 ± 1.41 (n=2), incomplete | 82.00 ± 2.83 (n=2), incomplete " \
+           "| 94.9 |  |" in markdown
+    assert "| Embeddings | pending | pending | 91.0 |  |" in markdown

@@ -39,3 +39,14 @@ def test_feature_based_ner_trains_evaluates_and_keeps_the_encoder_frozen(tiny_ch
     words = [w.decode() for w in out["words"].numpy()[0] if w]
     assert words == ["EU", "rejects", "German", "call", "."]
     assert all(label.decode() in LABELS for label in out["labels"].numpy()[0][:5])
+
+
+def test_a_mix_deeper_than_the_encoder_is_a_clear_error(tiny_checkpoint, tmp_path, capsys):
+    # The tiny encoder has 2 layers; the last four do not exist.
+    code = finetune("ner_conll2003_features", tmp_path / "run", tiny_checkpoint, **{
+        "data.max_train_examples": 8, "model.feature_mix": "concat_last_four"})
+    assert code == 1
+    error = capsys.readouterr().err
+    assert "model.feature_mix 'concat_last_four' needs an encoder of at least 4 layers" in error
+    assert "this one has 2" in error
+    assert not (tmp_path / "run" / "checkpoint").exists()
