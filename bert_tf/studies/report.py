@@ -34,6 +34,30 @@ def _read_json(path):
         return json.load(f)
 
 
+def training_loop_seconds(train_curves, batch_size):
+    """Seconds spent in training loops, from each loop's logged rate.
+
+    Unlike the invocations' wall times this survives a killed process (whose
+    time is never recorded) and leaves out start-up and evaluation.
+
+    Args:
+      train_curves: the run's training scalars (`read_scalars` of `train/`).
+      batch_size: rows per step; used only for runs that logged no
+        `steps_per_second` (before it existed), whose `examples_per_second`
+        then counts one example per row (they did not pack).
+    """
+    rates = train_curves.get("steps_per_second")
+    if rates is None:
+        rates = [(step, rate / batch_size)
+                 for step, rate in train_curves.get("examples_per_second", [])]
+    seconds, previous = 0.0, 0
+    for step, steps_per_second in rates:
+        if steps_per_second > 0:
+            seconds += (step - previous) / steps_per_second
+        previous = step
+    return seconds
+
+
 def pretraining_summary(name, model_dir):
     """Held-out metrics, curves and wall time of one pretraining run."""
     params_path = os.path.join(model_dir, PARAMS_FILE)
@@ -59,6 +83,8 @@ def pretraining_summary(name, model_dir):
             "warmup_steps": params["optimizer"]["warmup_steps"],
             "mixed_precision": params["runtime"]["mixed_precision"],
             "vocab_file": params["data"]["vocab_file"]}
+        summary["train_loop_seconds"] = training_loop_seconds(
+            curves["train"], params["trainer"]["global_batch_size"])
     if final is not None:
         metrics = dict(final["metrics"])
         metrics["mlm_perplexity"] = math.exp(metrics["mlm_loss"])
@@ -328,8 +354,10 @@ def _pretraining_markdown(study, manifest, pretraining):
                          f"{config['train_steps']:,} steps of batch {config['global_batch_size']} "
                          f"at length {config['max_seq_length']}, lr {config['learning_rate']:g} "
                          f"({config['warmup_steps']} warmup steps, linear decay), "
-                         f"{config['mixed_precision']}; wall time "
-                         f"{entry['wall_seconds'] / 60:.1f} min.")
+                         f"{config['mixed_precision']}; training loops "
+                         f"{entry['train_loop_seconds'] / 60:.1f} min (from the logged "
+                         f"rates), recorded wall time {entry['wall_seconds'] / 60:.1f} min "
+                         "(invocations that were killed record none).")
         final = entry.get("final_eval")
         if final:
             m = final["metrics"]

@@ -14,7 +14,7 @@ from tensorboard.compat.proto import event_pb2
 
 # TensorBoard lists tag groups alphabetically: losses and metrics come first.
 _OPTIMIZER_METRICS = ("learning_rate", "gradient_norm", "loss_scale", "skipped_steps")
-_THROUGHPUT_METRICS = ("examples_per_second", "tokens_per_second")
+_THROUGHPUT_METRICS = ("examples_per_second", "tokens_per_second", "steps_per_second")
 
 
 def summary_tag(name):

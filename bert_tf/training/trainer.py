@@ -269,6 +269,7 @@ class Trainer:
             # Packed rows hold several examples: the task counts them.
             "examples_per_second": float(sums["examples"]) / seconds,
             "tokens_per_second": float(sums["tokens"]) / seconds,
+            "steps_per_second": num_steps / seconds,
         })
         return metrics
 

@@ -135,3 +135,13 @@ def test_a_table_of_metrics_averages_each_metric_over_the_chosen_rates_seeds():
     assert "| Last hidden | 91.00 ± 1.41 (n=2), incomplete | 82.00 ± 2.83 (n=2), incomplete " \
            "| 94.9 |  |" in markdown
     assert "| Embeddings | pending | pending | 91.0 |  |" in markdown
+
+
+def test_training_time_comes_from_each_loops_logged_rate():
+    # Two loops of 50 steps at 2 and 5 steps/s; a killed process records no wall time.
+    curves = {"steps_per_second": [(50, 2.0), (100, 5.0)],
+              "examples_per_second": [(50, 64.0), (100, 160.0)]}
+    assert report.training_loop_seconds(curves, batch_size=32) == 35.0
+    # Runs from before steps_per_second: examples/s over the batch.
+    del curves["steps_per_second"]
+    assert report.training_loop_seconds(curves, batch_size=32) == 35.0

@@ -22,7 +22,7 @@ EVAL_TAGS = {"losses/loss", "losses/mlm_loss", "metrics/mlm_accuracy", "losses/n
              "metrics/nsp_accuracy"}
 TRAIN_TAGS = EVAL_TAGS | {"optimizer/learning_rate", "optimizer/gradient_norm",
                           "optimizer/loss_scale", "throughput/examples_per_second",
-                          "throughput/tokens_per_second"}
+                          "throughput/tokens_per_second", "throughput/steps_per_second"}
 
 
 def read_events(logdir):
