@@ -7,6 +7,22 @@ from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import TaskModel, encoder_inputs
 
 
+class _InferenceMode(keras.layers.Layer):
+    """Runs a layer in inference mode whatever mode the model runs in.
+
+    A functional model hands its own `training` flag to every layer whose
+    `call` takes one, overriding `training=False` given at construction;
+    this layer's `call` takes none, so the flag stops here.
+    """
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def call(self, inputs):
+        return self.layer(inputs, training=False)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertFeatureTagger(TaskModel):
     """Frozen encoder features -> 2-layer BiLSTM -> `logits` [B, S, num_labels] (float32).
@@ -27,7 +43,10 @@ class BertFeatureTagger(TaskModel):
                  lstm_units: int = 384, dropout: float = 0.1, **kwargs):
         encoder.trainable = False
         inputs = encoder_inputs()
-        encoded = encoder(inputs, training=False)
+        if not encoder.built:
+            # Built here, at the top level, so its weights keep the encoder's own paths.
+            encoder(inputs)
+        encoded = _InferenceMode(encoder, name="frozen_encoder")(inputs)
         states = [encoded["embedding_output"], *encoded["encoder_outputs"]]
         feature_mix = FeatureMix(mix, name="feature_mix")
         hidden = keras.layers.Dropout(dropout)(feature_mix(states))

@@ -143,8 +143,11 @@ def _pct(value):
 def _seed_summary(cell, metric):
     """Mean, std, range and count of `metric` over the seeds at the cell's chosen rate."""
     chosen = cell["chosen_learning_rate"]
+    # A metric a run does not report (a typo in the table) reads as pending, not a crash
+    # hours into the study.
     scores = [run["metrics"][metric] for run in cell["runs"]
-              if chosen is not None and run["learning_rate"] == chosen]
+              if chosen is not None and run["learning_rate"] == chosen
+              and metric in run["metrics"]]
     if not scores:
         return None
     return {"mean": statistics.fmean(scores),

@@ -204,6 +204,10 @@ class Study:
         if execute and any(arm.kind == "minilm" for arm in self.spec.all_arms()):
             # Checked before hours of pretraining, not when the MiniLM row comes up.
             self._arm_init(next(a for a in self.spec.all_arms() if a.kind == "minilm"))
+        if execute:
+            # Every task's config and overrides load now, not when a later table reaches them.
+            for task in self.spec.suite.tasks:
+                self.main_metric(task)
         os.makedirs(self.out_dir, exist_ok=True)
         # A study of fine-tuning only (no pretraining entry) needs no corpus.
         corpus = self.build_corpus() if self.spec.pretraining else None

@@ -60,3 +60,18 @@ def test_layers_needed_by_each_mix():
     assert {mix: layers_needed(mix) for mix in MIXES} == {
         "embeddings": 0, "second_to_last": 2, "last": 1, "sum_last_four": 4,
         "concat_last_four": 4, "sum_all": 0}
+
+
+def test_the_frozen_encoder_runs_without_dropout_while_the_head_trains():
+    # Heavy encoder dropout, none in the head: in training mode the logits may vary
+    # only if the encoder's dropout is (wrongly) active.
+    encoder = BertEncoder(vocab_size=50, hidden_size=16, num_layers=2, num_heads=2,
+                          intermediate_size=32, max_position_embeddings=32,
+                          hidden_dropout=0.5, attention_dropout=0.5)
+    model = BertFeatureTagger(encoder, num_labels=3, mix="last", lstm_units=4, dropout=0.0)
+    inputs = _inputs()
+    first = np.asarray(model(inputs, training=True)["logits"])
+    second = np.asarray(model(inputs, training=True)["logits"])
+    np.testing.assert_allclose(first, second, atol=1e-6)
+    np.testing.assert_allclose(first, np.asarray(model(inputs, training=False)["logits"]),
+                               atol=1e-6)

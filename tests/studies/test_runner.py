@@ -145,3 +145,16 @@ def test_training_time_comes_from_each_loops_logged_rate():
     # Runs from before steps_per_second: examples/s over the batch.
     del curves["steps_per_second"]
     assert report.training_loop_seconds(curves, batch_size=32) == 35.0
+
+
+def test_a_bad_task_override_fails_before_anything_runs(tmp_path):
+    import pytest
+
+    from bert_tf import config as config_lib
+
+    spec = spec_lib.load_study("ablations")
+    spec.suite.tasks[-1].overrides.append("model.feature_mixx=last")
+    study = runner.Study(spec, str(tmp_path / "a"), log=lambda message: None)
+    with pytest.raises(config_lib.ConfigError, match="model.feature_mixx"):
+        study.run()
+    assert not (tmp_path / "a").exists()  # no corpus, no pretraining
