@@ -97,9 +97,8 @@ def pretraining_summary(name, model_dir):
 
 def cell_statistics(cell):
     """Adds mean / std / range of the main metric over the chosen rate's seeds."""
-    metric, chosen = cell["main_metric"], cell["chosen_learning_rate"]
-    scores = [run["metrics"][metric] for run in cell["runs"]
-              if chosen is not None and run["learning_rate"] == chosen]
+    metric = cell["main_metric"]
+    scores = _chosen_rate_scores(cell, metric)
     stats = dict(cell)
     stats["seed_scores"] = scores
     stats["seeds_done"] = len(scores)
@@ -140,14 +139,20 @@ def _pct(value):
     return f"{100 * value:.2f}"
 
 
+def _chosen_rate_scores(cell, metric):
+    """`metric` of every seed run at the cell's chosen learning rate."""
+    chosen = cell["chosen_learning_rate"]
+    # A metric a run does not report (a typo in a table) is left out, rather than
+    # crashing the report hours into the study.
+    return [run["metrics"][metric] for run in cell["runs"]
+            if chosen is not None and run["learning_rate"] == chosen
+            and metric in run["metrics"]]
+
+
 def _seed_summary(cell, metric):
     """Mean, std, range and count of `metric` over the seeds at the cell's chosen rate."""
     chosen = cell["chosen_learning_rate"]
-    # A metric a run does not report (a typo in the table) reads as pending, not a crash
-    # hours into the study.
-    scores = [run["metrics"][metric] for run in cell["runs"]
-              if chosen is not None and run["learning_rate"] == chosen
-              and metric in run["metrics"]]
+    scores = _chosen_rate_scores(cell, metric)
     if not scores:
         return None
     return {"mean": statistics.fmean(scores),
