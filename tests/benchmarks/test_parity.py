@@ -28,6 +28,7 @@ def harness(tmp_path_factory):
     return args, parity.run(args, log=lambda message: None)
 
 
+@pytest.mark.slow
 def test_ours_matches_model_garden_step_for_step(harness):
     args, results = harness
     verdict = results["exact"]["verdicts"]["ours"]
@@ -43,6 +44,7 @@ def test_ours_matches_model_garden_step_for_step(harness):
     assert results["passed"] == {"parity": True, "controls_diverge": True}
 
 
+@pytest.mark.slow
 def test_negative_controls_are_reported_as_diverging(harness):
     _, results = harness
     verdicts = results["exact"]["verdicts"]
@@ -55,6 +57,7 @@ def test_negative_controls_are_reported_as_diverging(harness):
     assert verdicts["mlm_token_mean"]["first_step_over_loss_rtol"] == 1
 
 
+@pytest.mark.slow
 def test_writes_report_and_plots_and_a_rerun_skips_finished_parts(harness):
     args, results = harness
     for name in ("results.json", "report.md", "exact_losses.png", "dropout_mlm.png"):

@@ -143,6 +143,7 @@ def _float64_bert_forward(state, input_ids, segment_ids, input_mask, num_heads):
     return x
 
 
+@pytest.mark.slow
 def test_float32_error_is_below_the_references(minilm_dir, minilm_encoder, reference_file):
     # The 1e-4 budget above is mostly the reference's own float32 error in
     # padding rows: against a float64 forward pass we are the closer of the two.

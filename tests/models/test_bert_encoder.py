@@ -8,6 +8,7 @@ from bert_tf.models import BertEncoder, EncoderConfig, get_preset, preset_names
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
 
+@pytest.mark.slow
 def test_published_parameter_counts():
     # The BERT paper's sizes, counted with the pooler and without heads.
     assert BertEncoder.from_encoder_config(get_preset("bert_base")).count_params() == 109_482_240

@@ -3,12 +3,14 @@
 import json
 import os
 
+import pytest
 import yaml
 from finetune_helpers import REPO, config_overrides
 
 from bert_tf import sweep
 
 
+@pytest.mark.slow
 def test_sweep_runs_the_grid_and_keeps_the_best(tiny_checkpoint, tmp_path, shared_file,
                                                 capsys):
     shared_file("glue", "SST-2", "train.tsv")

@@ -42,6 +42,7 @@ def train_in_process(config_path, model_dir, *overrides, init_checkpoint=None):
     return train.run(task_class, experiment, str(model_dir), init_checkpoint)
 
 
+@pytest.mark.slow
 def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, tmp_path):
     run_dir = tmp_path / "run"
     assert train_in_process(write_config(), run_dir) == 0
@@ -76,6 +77,7 @@ def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, 
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.slow
 def test_resuming_with_another_model_shape_is_refused(write_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert train_in_process(write_config(trainer={"train_steps": 4}), run_dir) == 0
@@ -92,6 +94,7 @@ def test_resuming_with_another_model_shape_is_refused(write_config, tmp_path, ca
     assert tf.train.latest_checkpoint(str(run_dir)).endswith("ckpt-6")
 
 
+@pytest.mark.slow
 def test_non_finite_steps_are_skipped_then_rolled_back(write_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
     config = write_config(trainer={"train_steps": 20, "eval_every": 0})
@@ -108,6 +111,7 @@ def test_non_finite_steps_are_skipped_then_rolled_back(write_config, tmp_path, c
     assert max_weight_difference(good, checkpoint_weights(run_dir)) == 0.0
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_matches_the_full_batch(write_config, tmp_path):
     no_dropout = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
                               "num_heads": 2, "intermediate_size": 64,
@@ -122,6 +126,7 @@ def test_gradient_accumulation_matches_the_full_batch(write_config, tmp_path):
     assert difference < 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains(write_config, tmp_path, precision):
     config = write_config(trainer={"train_steps": 4, "eval_every": 0},
@@ -139,6 +144,7 @@ def test_mixed_precision_trains(write_config, tmp_path, precision):
     assert all(w.dtype == np.float32 for k, w in weights.items() if "kernel" in k)
 
 
+@pytest.mark.slow
 def test_profiler_traces_the_requested_steps(write_config, tmp_path):
     config = write_config(trainer={"train_steps": 4, "eval_every": 0, "profile_steps": [2, 4]})
     assert train_in_process(config, tmp_path / "run") == 0
@@ -187,6 +193,7 @@ def test_run_with_an_empty_corpus_names_the_file(write_config, tmp_path, capsys)
     assert "the corpus is empty" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_trainer_result_fingerprint_is_of_the_weights(write_config, tmp_path):
     task_class, experiment = tasks.load_experiment(write_config(), ["trainer.train_steps=2"])
     from bert_tf.training import strategies
