@@ -32,9 +32,16 @@ small enough to live as graph constants.
 
 import dataclasses
 import functools
+import hashlib
+import logging
+import os
+import tempfile
 import unicodedata
+import zipfile
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 NUM_CODEPOINTS = 0x110000
 BLOCK_BITS = 7
@@ -220,7 +227,93 @@ def _items_and_order(char, lower_case):
 
 @functools.lru_cache(maxsize=2)
 def build_codepoint_tables(lower_case):
-    """Builds (once per process and mode) the tables for BERT's normalizer."""
+    """The tables for BERT's normalizer, once per process and mode.
+
+    Building them walks every code point in Python (about a second); the
+    result is kept on disk (see `cache_file`) and read back by later
+    processes. A cache file that is missing, unreadable or incomplete is
+    rebuilt; one that cannot be written is only logged.
+
+    Args:
+      lower_case: True for uncased vocabularies, False for cased ones.
+    """
+    path = cache_file(lower_case)
+    tables = _read_cache(path, lower_case)
+    if tables is None:
+        tables = compute_codepoint_tables(lower_case)
+        _write_cache(path, tables)
+    return tables
+
+
+def cache_file(lower_case):
+    """The cache path of one mode's tables.
+
+    It names the Unicode version of this Python and a digest of this module's
+    source, so another Python or another version of these rules never reads
+    stale tables. The folder is `$BERT_TF_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/bert_tf`, else `~/.cache/bert_tf`.
+
+    Args:
+      lower_case: True for uncased vocabularies, False for cased ones.
+    """
+    folder = os.environ.get("BERT_TF_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "bert_tf")
+    with open(__file__, "rb") as source:
+        digest = hashlib.sha256(source.read()).hexdigest()[:16]
+    mode = "uncased" if lower_case else "cased"
+    return os.path.join(
+        folder, f"codepoint_tables_{mode}_unicode{unicodedata.unidata_version}_{digest}.npz")
+
+
+_ARRAYS = ("expansion_splits", "expansion_cps", "expansion_kinds", "expansion_offsets",
+           "expansion_ccc")
+
+
+def _read_cache(path, lower_case):
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            return CodepointTables(
+                lower_case=lower_case,
+                unicode_version=unicodedata.unidata_version,
+                main=TwoLevelTable(arrays["main_block_index"], arrays["main_blocks"]),
+                ordering=TwoLevelTable(arrays["ordering_block_index"],
+                                       arrays["ordering_blocks"]),
+                **{name: arrays[name] for name in _ARRAYS})
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        # A torn or foreign file: rebuild rather than trust it.
+        logger.warning("rebuilding the code point tables: cache %s is unreadable (%s)",
+                       path, error)
+        return None
+
+
+def _write_cache(path, tables):
+    arrays = {name: getattr(tables, name) for name in _ARRAYS}
+    arrays.update(main_block_index=tables.main.block_index, main_blocks=tables.main.blocks,
+                  ordering_block_index=tables.ordering.block_index,
+                  ordering_blocks=tables.ordering.blocks)
+    partial = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        # Written aside then renamed: a concurrent reader sees no file or a whole one.
+        handle, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".partial")
+        with os.fdopen(handle, "wb") as out:
+            np.savez(out, **arrays)
+        os.replace(partial, path)
+    except OSError as error:
+        if partial is not None and os.path.exists(partial):
+            os.remove(partial)
+        logger.info("code point tables not cached at %s: %s", path, error)
+
+
+def compute_codepoint_tables(lower_case):
+    """Builds the tables for BERT's normalizer from this Python's `unicodedata`.
+
+    Args:
+      lower_case: True for uncased vocabularies, False for cased ones.
+    """
     sensitive = _reorder_sensitive() if lower_case else frozenset()
     main = np.zeros(NUM_CODEPOINTS, dtype=np.int64)
     ordering = np.full(NUM_CODEPOINTS, 1 | 1 << 4, dtype=np.int64)
