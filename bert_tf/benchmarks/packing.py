@@ -80,6 +80,8 @@ def build_parser():
     parser.add_argument("--padding_batches", type=int, default=100,
                         help="batches per data set in the padding part")
     parser.add_argument("--serve_iterations", type=int, default=50)
+    parser.add_argument("--serve_preset", default="bert_mini",
+                        help="encoder shape of the serve part's exports")
     parser.add_argument("--vocab_file",
                         default=shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"))
     return parser
@@ -409,7 +411,8 @@ def part_serve(args, log):
     from bert_tf.benchmarks import serve
 
     serve_args = serve.build_parser().parse_args(
-        ["--iterations", str(args.serve_iterations), "--vocab_file", args.vocab_file])
+        ["--iterations", str(args.serve_iterations), "--preset", args.serve_preset,
+         "--vocab_file", args.vocab_file])
     rows = serve.run(serve_args)
     return {"preset": serve_args.preset, "max_seq_length": serve_args.max_seq_length,
             "batches": {str(b): models for b, models in rows.items()}}
@@ -453,7 +456,8 @@ def run_part(name, args, log):
 def part_settings(args):
     """The settings a finished part depends on (a change reruns it)."""
     keys = ("repeats", "batches", "preset", "finetune_preset", "pretrain_rows", "corpus",
-            "max_train_examples", "padding_batches", "serve_iterations", "vocab_file")
+            "max_train_examples", "padding_batches", "serve_iterations", "serve_preset",
+            "vocab_file")
     return {key: getattr(args, key) for key in keys}
 
 

@@ -10,7 +10,7 @@ from tests.helpers import require_shared
 
 TINY = ["--preset", "bert_tiny", "--finetune_preset", "bert_tiny", "--repeats", "1",
         "--batches", "2", "--pretrain_rows", "2",
-        "--max_train_examples", "64", "--serve_iterations", "2",
+        "--max_train_examples", "64", "--serve_iterations", "2", "--serve_preset", "bert_tiny",
         "--parts", "pretrain_512,finetune_mrpc,serve"]
 
 
