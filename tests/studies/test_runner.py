@@ -3,8 +3,10 @@
 import json
 import os
 
+import pytest
 import yaml
 
+from bert_tf import config as config_lib
 from bert_tf.studies import report, runner
 from bert_tf.studies import spec as spec_lib
 from bert_tf.studies.units import TrainUnit
@@ -148,13 +150,22 @@ def test_training_time_comes_from_each_loops_logged_rate():
 
 
 def test_a_bad_task_override_fails_before_anything_runs(tmp_path):
-    import pytest
-
-    from bert_tf import config as config_lib
-
     spec = spec_lib.load_study("ablations")
     spec.suite.tasks[-1].overrides.append("model.feature_mixx=last")
     study = runner.Study(spec, str(tmp_path / "a"), log=lambda message: None)
     with pytest.raises(config_lib.ConfigError, match="model.feature_mixx"):
         study.run()
     assert not (tmp_path / "a").exists()  # no corpus, no pretraining
+
+
+def test_a_metric_no_run_reports_is_pending_in_its_table():
+    # A table column naming a metric the runs lack (a typo in the study YAML)
+    # shows as pending rather than crashing the report hours into a study.
+    spec = spec_lib.load_study("feature_based")
+    cells = [{"arm": "minilm", "task": "last", "main_metric": "eng.testa/f1",
+              "chosen_learning_rate": 1e-3, "complete": True,
+              "runs": [{"learning_rate": 1e-3, "seed": 0, "metrics": {"eng.testa/f1": 0.9}}]}]
+    table = report.table_results(spec.tables[0], spec, [], cells)
+    (row,) = [row for row in table["rows"] if row["task"] == "last"]
+    assert row["values"]["eng.testa/f1"]["mean"] == 0.9
+    assert row["values"]["eng.testb/f1"] is None
