@@ -203,6 +203,9 @@ class Task(abc.ABC):
     # Data fields that only choose what is evaluated: a resumed run may change them.
     EVALUATION_DATA_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"eval_files", "max_eval_examples"})
+    # Data fields naming a file, compared by content: a resumed fine-tuning run
+    # reads the vocabulary copied into its own directory, not the init checkpoint's.
+    CONTENT_DATA_FIELDS: ClassVar[frozenset[str]] = frozenset({"vocab_file"})
     # Trainer fields that change which training examples the next batch holds.
     BATCHING_TRAINER_FIELDS: ClassVar[tuple[str, ...]] = ("global_batch_size",
                                                           "input_distribution")
@@ -224,6 +227,9 @@ class Task(abc.ABC):
             if field.name in self.EVALUATION_DATA_FIELDS:
                 continue
             before, after = getattr(old.data, field.name), getattr(new.data, field.name)
+            if field.name in self.CONTENT_DATA_FIELDS and contracts.same_file_content(
+                    before, after):
+                continue
             if before != after:
                 differences[f"data.{field.name}"] = (before, after)
         for name in self.BATCHING_TRAINER_FIELDS:

@@ -35,11 +35,29 @@ def read_vocab(vocab_file):
     return tokens
 
 
+def _sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def same_file_content(first: str, second: str) -> bool:
+    """Whether two paths name the same bytes (equal paths, or two existing equal files).
+
+    Args:
+      first: a file path (may be empty).
+      second: another.
+    """
+    if first == second:
+        return True
+    if not (first and second and os.path.isfile(first) and os.path.isfile(second)):
+        return False
+    return _sha256(first) == _sha256(second)
+
+
 def contract_from_vocab(vocab_file, lower_case):
     """Builds the contract of `vocab_file` used with the given casing."""
     tokens = read_vocab(vocab_file)
-    with open(vocab_file, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
+    digest = _sha256(vocab_file)
     index = {token: i for i, token in enumerate(tokens)}
     missing = [token for token in SPECIAL_TOKENS if token not in index]
     if missing:

@@ -1,6 +1,7 @@
 """Fine-tuning tasks end to end: train, evaluate, predict on the real data, with a tiny encoder."""
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -43,6 +44,25 @@ def test_resolve_takes_encoder_vocab_and_casing_from_the_checkpoint(tiny_checkpo
     assert (encoder.hidden_size, encoder.num_layers, encoder.vocab_size) == (32, 2, 30522)
     assert task.experiment.data.vocab_file == os.path.join(tiny_checkpoint, "vocab.txt")
     assert task.experiment.data.lower_case is True
+
+
+def test_a_vocab_copy_is_the_same_training_data_but_other_tokens_are_not(tiny_checkpoint,
+                                                                          tmp_path):
+    task = _task("glue_sst2", tiny_checkpoint)
+    experiment = task.experiment
+    original = experiment.data.vocab_file
+    copy = tmp_path / "vocab.txt"
+    copy.write_bytes(open(original, "rb").read())
+    edited = tmp_path / "edited_vocab.txt"
+    edited.write_bytes(open(original, "rb").read().replace(b"\nthe\n", b"\nteh\n", 1))
+
+    def with_vocab(path):
+        return dataclasses.replace(experiment, data=dataclasses.replace(experiment.data,
+                                                                        vocab_file=str(path)))
+
+    assert task.input_differences(experiment, with_vocab(copy)) == {}
+    assert task.input_differences(experiment, with_vocab(edited)) == {
+        "data.vocab_file": (original, str(edited))}
 
 
 def test_resolve_without_a_checkpoint_names_the_missing_keys():
@@ -247,6 +267,11 @@ def test_stsb_regression_reports_correlations(tiny_checkpoint, tmp_path, shared_
     metrics = evaluate_run(str(tmp_path / "stsb"))
     assert set(metrics) == {"pearson", "spearman"}
     assert all(-1.0 <= value <= 1.0 for value in metrics.values())
+    # The same command again resumes (here: finds the run complete), although
+    # the run now reads the vocabulary copied into its own directory.
+    assert finetune("glue_stsb", tmp_path / "stsb", tiny_checkpoint, **{
+        "data.max_train_examples": 64, "data.max_eval_examples": 48,
+        "trainer.train_epochs": 1, "trainer.global_batch_size": 16}) == 0
 
 
 @pytest.mark.slow
