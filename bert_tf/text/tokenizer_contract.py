@@ -6,6 +6,7 @@ different vocab can be refused with a clear message instead of silently
 producing garbage.
 """
 
+import filecmp
 import hashlib
 import os
 
@@ -35,11 +36,6 @@ def read_vocab(vocab_file):
     return tokens
 
 
-def _sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def same_file_content(first: str, second: str) -> bool:
     """Whether two paths name the same bytes (equal paths, or two existing equal files).
 
@@ -51,13 +47,14 @@ def same_file_content(first: str, second: str) -> bool:
         return True
     if not (first and second and os.path.isfile(first) and os.path.isfile(second)):
         return False
-    return _sha256(first) == _sha256(second)
+    return filecmp.cmp(first, second, shallow=False)
 
 
 def contract_from_vocab(vocab_file, lower_case):
     """Builds the contract of `vocab_file` used with the given casing."""
     tokens = read_vocab(vocab_file)
-    digest = _sha256(vocab_file)
+    with open(vocab_file, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
     index = {token: i for i, token in enumerate(tokens)}
     missing = [token for token in SPECIAL_TOKENS if token not in index]
     if missing:
