@@ -8,8 +8,9 @@ A study pretrains, fine-tunes every arm on its suite of tasks and writes
 `report.md`, `results.json` and `plots/*.png` into --out (see
 `bert_tf.studies`). Running the same command again skips every finished run
 and resumes an interrupted one from its checkpoint, so a killed study loses at
-most the run in progress. `--profile ci` runs the same machinery on a tiny
-configuration in a few minutes.
+most the run in progress. Start the same command twice to use two cores:
+each process takes the runs the other is not running. `--profile ci` runs
+the same machinery on a tiny configuration in a few minutes.
 """
 
 import argparse

@@ -230,6 +230,19 @@ def _tables_markdown(tables):
     return lines
 
 
+def _temporary_path(path):
+    # Per process: two processes of one study may write the report at the same time.
+    root, extension = os.path.splitext(path)
+    return f"{root}.{os.getpid()}.tmp{extension}"
+
+
+def _save(fig, path):
+    """Saves a figure by atomic rename, so a reader never sees half a PNG."""
+    temporary = _temporary_path(path)
+    fig.savefig(temporary, dpi=90)
+    os.replace(temporary, path)
+
+
 def plot_table(table, path):
     """One panel per column of ours: a bar per row (mean), seed range as whiskers."""
     import matplotlib
@@ -259,7 +272,7 @@ def plot_table(table, path):
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(table["title"] or table["name"], fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -296,7 +309,7 @@ def plot_pretraining(pretraining, path):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -337,7 +350,7 @@ def plot_scores(spec, cells, path):
     else:
         ax.set_title("no finished (arm, task) yet")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -477,7 +490,8 @@ def write(study, manifest, cells):
     for name, text in ((RESULTS_FILE, json.dumps(results, indent=2)),
                        (REPORT_FILE, markdown)):
         path = os.path.join(out, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
+        temporary = _temporary_path(path)
+        with open(temporary, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(path + ".tmp", path)
+        os.replace(temporary, path)
     return results

@@ -11,11 +11,13 @@ The selection rule is the same for every arm: each learning rate of the grid
 is tried with the first seed, the learning rate with the best main dev
 metric (the task's `main_metric`) is kept, and the remaining seeds run with
 it. Every finished run is skipped on a rerun, and an interrupted run resumes
-from its checkpoint (see `bert_tf.studies.units`).
+from its checkpoint (see `bert_tf.studies.units`). Several processes may run
+one study at once: each takes the units no other one is running.
 """
 
 import json
 import os
+import time
 
 import yaml
 
@@ -23,8 +25,10 @@ from bert_tf import shared_data
 from bert_tf.studies import corpus as corpus_lib
 from bert_tf.studies import report
 from bert_tf.studies import spec as spec_lib
-from bert_tf.studies.units import TrainUnit
+from bert_tf.studies.units import TrainUnit, lock_file
 from bert_tf.training.trainer import PARAMS_FILE
+
+CORPUS_LOCK = "corpus.lock"
 
 
 def _json_override(key, value):
@@ -193,13 +197,16 @@ class Study:
                 ordered.append((arm, task))
         return ordered
 
-    def run(self, execute=True):
+    def run(self, execute=True, poll_seconds=60):
         """Runs every unit not yet finished, writing the report as cells complete.
 
         Each pretraining runs just before the first fine-tuning run that needs
-        it; entries no arm needs run last. With `execute=False` only the report
-        of what is finished is written. Returns the results dict (also in
-        `results.json`).
+        it; entries no arm needs run last. Units another process of this study
+        is running are passed over; when nothing else is left, this process
+        waits for them (checking every `poll_seconds`), since the seeds of a
+        cell follow from its learning-rate runs. With `execute=False` only the
+        report of what is finished is written. Returns the results dict (also
+        in `results.json`).
         """
         if execute and any(arm.kind == "minilm" for arm in self.spec.all_arms()):
             # Checked before hours of pretraining, not when the MiniLM row comes up.
@@ -209,8 +216,22 @@ class Study:
             for task in self.spec.suite.tasks:
                 self.main_metric(task)
         os.makedirs(self.out_dir, exist_ok=True)
+        corpus = None
         # A study of fine-tuning only (no pretraining entry) needs no corpus.
-        corpus = self.build_corpus() if self.spec.pretraining else None
+        if self.spec.pretraining:
+            # Held while building, so a second process waits for the corpus, not rewrites it.
+            with lock_file(os.path.join(self.out_dir, CORPUS_LOCK), wait=True):
+                corpus = self.build_corpus()
+        while True:
+            cells, complete = self._run_pass(corpus, execute)
+            if not execute or complete:
+                return self.write_report(corpus, cells)
+            # Executing, an unfinished unit is one another process holds.
+            self.log(f"waiting for units running in another process (every {poll_seconds} s)")
+            time.sleep(poll_seconds)
+
+    def _run_pass(self, corpus, execute):
+        """One pass over every unit; returns (cells, whether everything is finished)."""
         entries = {entry.name: entry for entry in self.spec.pretraining}
         pretraining = {}
 
@@ -230,9 +251,8 @@ class Study:
             cells.append(self.run_suite_cell(arm, task, execute))
             if execute:
                 self.write_report(corpus, cells)
-        for name in entries:
-            pretrained(name)
-        return self.write_report(corpus, cells)
+        finished = all(pretrained(name) is not None for name in entries)
+        return cells, finished and all(cell["complete"] for cell in cells)
 
     def write_report(self, corpus, cells):
         return report.write(self, corpus.manifest if corpus else None, cells)

@@ -2,6 +2,9 @@
 
 import json
 import os
+import subprocess
+import sys
+import threading
 
 import pytest
 import yaml
@@ -9,7 +12,7 @@ import yaml
 from bert_tf import config as config_lib
 from bert_tf.studies import report, runner
 from bert_tf.studies import spec as spec_lib
-from bert_tf.studies.units import TrainUnit
+from bert_tf.studies.units import LOCK_FILE, TrainUnit, lock_file
 
 ENCODER = {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2, "num_heads": 2,
            "intermediate_size": 64}
@@ -169,3 +172,58 @@ def test_a_metric_no_run_reports_is_pending_in_its_table():
     (row,) = [row for row in table["rows"] if row["task"] == "last"]
     assert row["values"]["eng.testa/f1"]["mean"] == 0.9
     assert row["values"]["eng.testb/f1"] is None
+
+
+def test_a_unit_held_by_another_process_is_passed_over_then_waited_for(tmp_path, monkeypatch):
+    spec = spec_lib.load_study("packing_parity", "ci")
+    waiting = threading.Event()
+
+    def log(message):
+        if "waiting for units running in another process" in message:
+            waiting.set()
+
+    study = runner.Study(spec, str(tmp_path / "pp"), "ci", log=log)
+    (arm,) = spec.reference_arms
+    first, *others = spec.suite.tasks
+    for task in others:
+        _finish(study.finetune_unit(arm, task, 5e-5, 0).model_dir, {study.main_metric(task): 0.8})
+    held = study.finetune_unit(arm, first, 5e-5, 0)
+    os.makedirs(held.model_dir)
+    # Every unit is finished or held: training anything would be the bug under test.
+    monkeypatch.setattr(TrainUnit, "_train", lambda *args: pytest.fail("trained a held unit"))
+    holding = threading.Event()
+
+    def other_process():
+        # A second open file holds the flock exactly as another process would.
+        with lock_file(os.path.join(held.model_dir, LOCK_FILE), wait=False) as lock:
+            assert lock is not None
+            holding.set()
+            waiting.wait(timeout=30)
+            _finish(held.model_dir, {study.main_metric(first): 0.9})
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    holding.wait(timeout=30)
+    assert held.run(log=log) is None
+    results = study.run(poll_seconds=0.05)
+    thread.join()
+    assert waiting.is_set()
+    assert all(cell["complete"] for cell in results["finetuning"])
+    assert results["finetuning"][0]["runs"][0]["metrics"] == {study.main_metric(first): 0.9}
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
+    path = str(tmp_path / LOCK_FILE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)", path],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with lock_file(path, wait=False) as lock:
+            assert lock is None
+    finally:
+        holder.kill()
+        holder.wait()
+    with lock_file(path, wait=False) as lock:
+        assert lock is not None
