@@ -56,10 +56,17 @@ def test_a_second_trainer_is_refused_and_a_killed_one_leaves_no_lock(write_confi
     assert third.returncode == 0, third.stderr[-3000:]
 
 
-def test_resuming_with_another_data_seed_is_refused_unless_allowed(write_config, tmp_path):
+def test_a_finished_run_says_so_and_resuming_with_other_data_is_refused_unless_allowed(
+        write_config, tmp_path):
     config = write_config(trainer={"train_steps": 4, "steps_per_loop": 2, "checkpoint_every": 2,
-                                   "eval_every": 0})
-    assert run_train(config, tmp_path).returncode == 0
+                                   "eval_every": 4, "eval_steps": 1})
+    first = run_train(config, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = run_train(config, tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "was already complete at step 4" in again.stdout
+    assert re.search(r"last evaluation: .*mlm_accuracy \d\.\d{4}", again.stdout), again.stdout
+
     longer = ("--set", "trainer.train_steps=6", "--set", "data.seed=5")
     refused = run_train(config, tmp_path, *longer)
     assert refused.returncode == 1
@@ -71,17 +78,6 @@ def test_resuming_with_another_data_seed_is_refused_unless_allowed(write_config,
     allowed = run_train(config, tmp_path, *longer, "--allow_data_change")
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     assert "finished at step 6" in allowed.stdout
-
-
-def test_rerunning_a_finished_run_says_so_with_its_last_evaluation(write_config, tmp_path):
-    config = write_config(trainer={"train_steps": 4, "steps_per_loop": 2, "checkpoint_every": 2,
-                                   "eval_every": 4, "eval_steps": 1})
-    first = run_train(config, tmp_path)
-    assert first.returncode == 0, first.stderr[-3000:]
-    again = run_train(config, tmp_path)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "was already complete at step 4" in again.stdout
-    assert re.search(r"last evaluation: .*mlm_accuracy \d\.\d{4}", again.stdout), again.stdout
 
 
 def test_first_ctrl_c_saves_and_resumes_second_aborts(write_config, tmp_path):
