@@ -222,12 +222,16 @@ class Study:
             # Held while building, so a second process waits for the corpus, not rewrites it.
             with lock_file(os.path.join(self.out_dir, CORPUS_LOCK), wait=True):
                 corpus = self.build_corpus()
+        waiting = False
         while True:
             cells, complete = self._run_pass(corpus, execute)
             if not execute or complete:
                 return self.write_report(corpus, cells)
             # Executing, an unfinished unit is one another process holds.
-            self.log(f"waiting for units running in another process (every {poll_seconds} s)")
+            if not waiting:
+                self.log(f"waiting for units running in another process "
+                         f"(checking every {poll_seconds} s)")
+                waiting = True
             time.sleep(poll_seconds)
 
     def _run_pass(self, corpus, execute):
