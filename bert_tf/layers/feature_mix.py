@@ -5,13 +5,15 @@ from keras import ops
 
 # name -> (hidden states used, how they combine); states are indexed over
 # [embedding output, layer 1, ..., layer L], so -1 is the last layer.
+_EVERY_LAYER = slice(1, None)  # the Transformer layers, not the embedding output
 MIXES = {
     "embeddings": ((0,), "single"),
     "second_to_last": ((-2,), "single"),
     "last": ((-1,), "single"),
     "sum_last_four": ((-4, -3, -2, -1), "weighted_sum"),
     "concat_last_four": ((-4, -3, -2, -1), "concat"),
-    "sum_all": (None, "weighted_sum"),  # None: every state, embeddings included
+    # The paper's "weighted sum all 12 layers": BERT-base's Transformer layers.
+    "sum_all": (_EVERY_LAYER, "weighted_sum"),
 }
 
 
@@ -22,8 +24,10 @@ def layers_needed(mix: str) -> int:
       mix: a key of `MIXES`.
     """
     indices, _ = MIXES[mix]
+    if indices == _EVERY_LAYER:
+        return 1
     # States are [embeddings, layer 1, ..., layer L]: index -k needs k layers.
-    return max((-i for i in indices or () if i < 0), default=0)
+    return max((-i for i in indices if i < 0), default=0)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -48,13 +52,14 @@ class FeatureMix(keras.layers.Layer):
 
     def select(self, states):
         """The states this mix uses, from [embeddings, layer 1, ..., layer L]."""
-        if self.indices is None:
-            return list(states)
+        if self.indices == _EVERY_LAYER:
+            return list(states[_EVERY_LAYER])
         return [states[i] for i in self.indices]
 
     def build(self, input_shape):
         if self.combine == "weighted_sum":
-            count = len(input_shape) if self.indices is None else len(self.indices)
+            count = (len(input_shape) - 1 if self.indices == _EVERY_LAYER
+                     else len(self.indices))
             self.state_logits = self.add_weight(name="state_logits", shape=(count,),
                                                 initializer="zeros")
 

@@ -9,10 +9,12 @@ Layout of the output directory:
 
 The selection rule is the same for every arm: each learning rate of the grid
 is tried with the first seed, the learning rate with the best main dev
-metric (the task's `main_metric`) is kept, and the remaining seeds run with
-it. Every finished run is skipped on a rerun, and an interrupted run resumes
-from its checkpoint (see `bert_tf.studies.units`). Several processes may run
-one study at once: each takes the units no other one is running.
+metric (the study task's `main_metric`, else the task's own) is kept, and
+the remaining seeds run with it. Scores are stored as fractions (a task's
+percentages divided by 100). Every finished run is skipped on a rerun, and
+an interrupted run resumes from its checkpoint (see `bert_tf.studies.units`).
+Several processes may run one study at once: each takes the units no other
+one is running.
 """
 
 import json
@@ -135,13 +137,17 @@ class Study:
 
     # -- running -----------------------------------------------------------------
 
-    def main_metric(self, task):
-        """The metric the learning rate is chosen by (the task's own `main_metric`)."""
+    def _task(self, task):
+        """The `Task` a suite task's runs train (its config with the study's overrides)."""
         from bert_tf import tasks
 
         task_class, experiment = tasks.load_experiment(spec_lib.resolve_repo_path(task.config),
                                                        self.task_overrides(task))
-        return task_class(experiment).main_metric
+        return task_class(experiment)
+
+    def main_metric(self, task):
+        """The metric the learning rate is chosen by: the study's, else the task's own."""
+        return task.main_metric or self._task(task).main_metric
 
     def run_suite_cell(self, arm, task, execute=True):
         """Selection on the first seed, then the other seeds; returns the cell's record.
@@ -149,7 +155,8 @@ class Study:
         With `execute=False` nothing is trained: the record holds what is finished.
         """
         suite = self.spec.suite
-        metric = self.main_metric(task)
+        task_instance = self._task(task)
+        metric = task.main_metric or task_instance.main_metric
         first, *others = suite.seeds
         runs, pending = [], False
 
@@ -160,9 +167,15 @@ class Study:
             if results is None:
                 pending = True
                 return None
+            # Every score a fraction, whatever scale the task reports it on (SQuAD: percent).
+            metrics = {name: value / 100 if task_instance.in_percent(name) else value
+                       for name, value in results["metrics"].items()}
+            if metric not in metrics:
+                raise ValueError(f"task {task.name!r} of the study: its runs report "
+                                 f"{sorted(metrics)}, not its main_metric {metric!r}")
             runs.append({"learning_rate": learning_rate, "seed": seed,
-                         "model_dir": unit.model_dir, "metrics": results["metrics"]})
-            return results["metrics"][metric]
+                         "model_dir": unit.model_dir, "metrics": metrics})
+            return metrics[metric]
 
         rates = suite.learning_rates_of(task)
         scores = {lr: run(lr, first) for lr in rates}

@@ -71,6 +71,9 @@ class TaskSpec(RunSpec):
 
     # This task's learning-rate grid; empty: the suite's.
     learning_rates: list[float] = dataclasses.field(default_factory=list)
+    # The dev metric the rate is chosen by and the tables report; empty: the
+    # task's own `main_metric` (MRPC: F1, where the paper's ablations give accuracy).
+    main_metric: str = ""
 
 
 @dataclasses.dataclass

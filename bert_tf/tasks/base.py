@@ -365,3 +365,15 @@ class Task(abc.ABC):
     def main_metric(self) -> str:
         """The key of `evaluate_model`'s result that model selection maximises."""
         raise NotImplementedError(f"the {self.name!r} task has no host evaluation")
+
+    def in_percent(self, metric: str) -> bool:
+        """Whether `evaluate_model` reports `metric` on a 0-100 scale, not as a fraction.
+
+        Args:
+          metric: a key of `evaluate_model`'s result.
+
+        Returns:
+          False by default; True for scores an official script gives in percent
+          (SQuAD's EM and F1), so a report can put every task on one scale.
+        """
+        return False

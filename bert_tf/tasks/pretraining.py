@@ -63,6 +63,11 @@ class PretrainingDataConfig:
     keep_token_fraction: float = 0.1
     random_token_fraction: float = 0.1
     short_seq_prob: float = 0.1
+    # Instances are BERT's sentence pairs ([CLS] A [SEP] B [SEP], B a random
+    # span for half of them) with or without the NSP loss (model.use_nsp), so
+    # dropping NSP changes the loss only, as in the paper's "No NSP" row.
+    # False: single segments of consecutive text (RoBERTa's input; no NSP).
+    sentence_pairs: bool = True
     whole_word_masking: bool = False
     documents_per_window: int = 64
     shuffle_buffer_size: int = 10000
@@ -98,6 +103,12 @@ def _nsp_weights(labels):
     return tf.ones_like(labels["next_sentence_labels"], tf.float32)
 
 
+def _without_next_sentence_features(features):
+    """Pipeline features without the NSP labels (and, packed, their weights and positions)."""
+    return {name: value for name, value in features.items()
+            if not name.startswith("next_sentence_")}
+
+
 class PretrainingTask(Task):
     """Masked LM (+ NSP) pretraining from raw text, tokenized in the input pipeline.
 
@@ -127,6 +138,10 @@ class PretrainingTask(Task):
         if not data.eval_files and data.eval_holdout_every == 1:
             raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
         masking_fractions(data).check(MASKING_FRACTION_KEYS)
+        if self.model_config.use_nsp and not data.sentence_pairs:
+            raise ValueError("model.use_nsp=true needs sentence pairs, but "
+                             "data.sentence_pairs=false builds single segments: set "
+                             "model.use_nsp=false or data.sentence_pairs=true")
         if data.packing and not 1 <= data.max_sequences_per_row <= data.packing_window:
             raise ValueError(f"data.max_sequences_per_row must be in [1, data.packing_window="
                              f"{data.packing_window}], got {data.max_sequences_per_row}")
@@ -186,11 +201,14 @@ class PretrainingTask(Task):
             max_seq_length=data.max_seq_length,
             max_predictions_per_seq=data.max_predictions_per_seq,
             masked_lm_prob=data.masked_lm_prob, short_seq_prob=data.short_seq_prob,
-            nsp=self.model_config.use_nsp, whole_word_masking=data.whole_word_masking,
+            nsp=data.sentence_pairs, whole_word_masking=data.whole_word_masking,
             seed=seed, num_epochs=None, documents_per_window=data.documents_per_window,
             shuffle_buffer_size=data.shuffle_buffer_size, input_context=input_context,
             holdout_every=holdout, held_out=evaluation, packing=self._packing_options(),
             masking_fractions=masking_fractions(data))
+        if data.sentence_pairs and not self.model_config.use_nsp:
+            # Pairs without the NSP loss: the features of the pipeline's nsp=False.
+            dataset = dataset.map(_without_next_sentence_features)
         return dataset.map(pretraining_data.to_model_inputs)
 
     def _packing_options(self):

@@ -88,6 +88,10 @@ class SquadTask(FinetuningTask):
     def _task_model(self, encoder):
         return BertSpanLabeler(encoder)
 
+    def in_percent(self, metric):
+        """EM and F1 (plain, HasAns_, NoAns_, best_): percent, as the official scripts give."""
+        return metric.endswith(("exact_match", "exact", "f1"))
+
     # -- data ------------------------------------------------------------------
 
     @property

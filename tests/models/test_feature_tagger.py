@@ -36,6 +36,10 @@ def test_each_mix_reads_its_states(mix, width):
     np.testing.assert_allclose(features, expected, atol=1e-5)
     if mix == "last":
         np.testing.assert_allclose(features, encoded["sequence_output"], atol=1e-6)
+    if mix == "sum_all":
+        # Every Transformer layer, not the embedding output (the paper's "all 12 layers").
+        assert len(chosen) == len(encoded["encoder_outputs"])
+        np.testing.assert_array_equal(chosen[0], np.asarray(encoded["encoder_outputs"][0]))
 
 
 def test_only_the_head_trains_and_logits_cover_every_token():
@@ -59,7 +63,7 @@ def test_layers_needed_by_each_mix():
 
     assert {mix: layers_needed(mix) for mix in MIXES} == {
         "embeddings": 0, "second_to_last": 2, "last": 1, "sum_last_four": 4,
-        "concat_last_four": 4, "sum_all": 0}
+        "concat_last_four": 4, "sum_all": 1}
 
 
 def test_the_frozen_encoder_runs_without_dropout_while_the_head_trains():

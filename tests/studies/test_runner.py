@@ -76,6 +76,37 @@ def test_the_rate_is_chosen_on_the_first_seed_and_the_other_seeds_reuse_it(tmp_p
                                             "2e-05": 0.10}
 
 
+def test_percent_scores_are_stored_as_fractions_like_every_other_task(tmp_path):
+    spec = spec_lib.load_study("ablations")
+    study = runner.Study(spec, str(tmp_path / "a"), log=lambda message: None)
+    base = next(arm for arm in spec.arms if arm.name == "base")
+    squad = next(task for task in spec.suite.tasks if task.name == "squad")
+    for lr, f1 in ((1e-4, 45.0), (5e-5, 52.5)):
+        _finish(study.run_dir("base", "squad", lr, 0),
+                {"exact_match": f1 - 10, "f1": f1, "total": 5173})
+    cell = study.run_suite_cell(base, squad, execute=False)
+    assert cell["chosen_learning_rate"] == 5e-5
+    assert [run["metrics"] for run in cell["runs"]] == [
+        {"exact_match": 0.35, "f1": 0.45, "total": 5173},
+        {"exact_match": 0.425, "f1": 0.525, "total": 5173}]
+
+
+def test_a_study_task_may_choose_and_report_by_another_metric(tmp_path):
+    spec = spec_lib.load_study("ablations")
+    study = runner.Study(spec, str(tmp_path / "a"), log=lambda message: None)
+    base = next(arm for arm in spec.arms if arm.name == "base")
+    mrpc = next(task for task in spec.suite.tasks if task.name == "mrpc")
+    # F1 prefers 1e-4, accuracy (the paper's MRPC metric in its ablations) 5e-5.
+    _finish(study.run_dir("base", "mrpc", 1e-4, 0), {"f1": 0.82, "accuracy": 0.70})
+    _finish(study.run_dir("base", "mrpc", 5e-5, 0), {"f1": 0.81, "accuracy": 0.72})
+    cell = study.run_suite_cell(base, mrpc, execute=False)
+    assert (cell["main_metric"], cell["chosen_learning_rate"]) == ("accuracy", 5e-5)
+    mrpc.main_metric = "acuracy"
+    with pytest.raises(ValueError, match="task 'mrpc' of the study: its runs report "
+                                         r"\['accuracy', 'f1'\], not its main_metric 'acuracy'"):
+        study.run_suite_cell(base, mrpc, execute=False)
+
+
 def test_a_gap_counts_only_beyond_the_spread_of_both_arms():
     spec = spec_lib.load_study("pretrain_vs_random")
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import checkpoint_weights, max_weight_difference
+from conftest import REPO, checkpoint_weights, max_weight_difference
 from tensorboard.compat.proto import event_pb2
 
 import bert_tf
@@ -227,6 +227,45 @@ def test_train_epochs_on_a_streamed_corpus_is_refused_naming_the_key(write_confi
     assert error.startswith("error: trainer.train_epochs=1 ") and len(error.splitlines()) == 1
     assert "'pretraining' task streams its data: set trainer.train_steps" in error
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("sentence_pairs", [True, False])
+def test_mlm_only_keeps_the_sentence_pairs_unless_told_otherwise(write_config, sentence_pairs):
+    overrides = ["model.use_nsp=false", f"data.sentence_pairs={str(sentence_pairs).lower()}"]
+    task_class, experiment = tasks.load_experiment(write_config(), overrides)
+    task = task_class(experiment)
+    task.validate()
+    inputs, labels = next(iter(task.train_dataset(None, 16)))
+    # The paper's "No NSP" drops the loss, not the pairs: segment B is still there.
+    assert bool(tf.reduce_any(inputs["segment_ids"] == 1)) == sentence_pairs
+    assert set(labels) == {"masked_lm_ids", "masked_lm_weights"}
+
+
+def test_nsp_without_sentence_pairs_is_refused_naming_both_keys(write_config, tmp_path, capsys):
+    assert train_in_process(write_config(), tmp_path / "run", "data.sentence_pairs=false") == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: model.use_nsp=true needs sentence pairs, but "
+                            "data.sentence_pairs=false")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_an_mlm_only_run_trains_evaluates_and_fine_tunes(write_config, tmp_path, shared_file):
+    run_dir = tmp_path / "mlm_only"
+    assert train_in_process(write_config(), run_dir, "model.use_nsp=false",
+                            "trainer.train_steps=6") == 0
+    eval_events = read_events(run_dir / "eval")
+    assert {"losses/nsp_loss", "metrics/nsp_accuracy"}.isdisjoint(eval_events)
+    (_, loss), = eval_events["losses/loss"]
+    (_, mlm_loss), = eval_events["losses/mlm_loss"]
+    assert float(loss) == pytest.approx(float(mlm_loss))
+    # Its encoder (and untrained pooler) start a fine-tuning run.
+    glue_dir = os.path.dirname(os.path.dirname(shared_file("glue", "MRPC", "train.tsv")))
+    assert train_in_process(
+        os.path.join(REPO, "configs", "finetune", "glue_mrpc.yaml"), tmp_path / "mrpc",
+        f"data.data_dir={glue_dir}", "data.max_train_examples=16",
+        "data.max_eval_examples=16", "data.max_seq_length=32", "trainer.global_batch_size=8",
+        "trainer.train_epochs=1", init_checkpoint=str(run_dir)) == 0
 
 
 def test_masking_fractions_that_do_not_sum_to_one_are_refused_naming_the_keys(
