@@ -2,6 +2,7 @@
 
     python -m bert_tf.experiments pretrain_vs_random --out runs/study [--profile ci]
     python -m bert_tf.experiments pretrain_vs_random --out runs/study --report_only
+    python -m bert_tf.experiments pretrain_vs_random --out runs/study --records docs/studies/pretrain_vs_random
     python -m bert_tf.experiments --list
 
 A study pretrains, fine-tunes every arm on its suite of tasks and writes
@@ -29,6 +30,15 @@ def parse_args(argv):
     parser.add_argument("--out", help="output directory (resumed when it exists)")
     parser.add_argument("--profile", default="full",
                         help="'full' (default) or a profile of the study file, e.g. 'ci'")
+    parser.add_argument("--records", metavar="DIR",
+                        help="keep the report and every finished run's record (config, "
+                             "evaluation, curves, wall time; no checkpoints) in DIR, e.g. in a "
+                             "git repository, and first copy back runs finished there but "
+                             "missing from --out, so a study goes on on a new machine")
+    parser.add_argument("--arms", metavar="A,B",
+                        help="train only these arms (and the pretraining they need), e.g. "
+                             "'minilm' on one machine while another pretrains; the report "
+                             "covers every arm")
     parser.add_argument("--report_only", action="store_true",
                         help="train nothing; rewrite the report from the finished runs")
     parser.add_argument("--list", action="store_true", help="list the studies and exit")
@@ -64,7 +74,8 @@ def main(argv=None):
     started = time.monotonic()
     try:
         spec = spec_lib.load_study(args.study, args.profile)
-        study = runner.Study(spec, args.out, args.profile, log)
+        arms = args.arms.split(",") if args.arms else None
+        study = runner.Study(spec, args.out, args.profile, log, args.records, arms)
         log(f"study {spec.name} (profile {args.profile}) in {study.out_dir}")
         results = study.run(execute=not args.report_only)
     except (config_lib.ConfigError, FileNotFoundError, ValueError, units.UnitFailedError) as e:

@@ -7,6 +7,11 @@ Layout of the output directory:
     finetune/<arm>/<task>/lr<lr>_seed<seed>/   one trainer model_dir per run
     results.json, report.md, plots/  rewritten after every finished (arm, task)
 
+With a records directory (`bert_tf.studies.records`), the report and every
+finished run's record (no checkpoints) are copied there as cells finish, and
+runs finished there but missing here are copied back before anything runs, so
+a committed records directory carries a study over to a new machine.
+
 The selection rule is the same for every arm: each learning rate of the grid
 is tried with the first seed, the learning rate with the best main dev
 metric (the study task's `main_metric`, else the task's own) is kept, and
@@ -25,7 +30,7 @@ import yaml
 
 from bert_tf import shared_data
 from bert_tf.studies import corpus as corpus_lib
-from bert_tf.studies import report
+from bert_tf.studies import records, report
 from bert_tf.studies import spec as spec_lib
 from bert_tf.studies.units import TrainUnit, lock_file
 from bert_tf.training.trainer import PARAMS_FILE
@@ -51,13 +56,24 @@ class Study:
       out_dir: where everything is written (resumed when it exists).
       profile: the profile name, recorded in results.json.
       log: a function taking one line of progress.
+      records_dir: where the durable records are kept (see `bert_tf.studies.records`);
+        None keeps none.
+      arms: names of the arms whose runs (and the pretraining they need) this
+        process trains; None trains every arm. The report covers every arm.
     """
 
-    def __init__(self, spec, out_dir, profile="full", log=print):
+    def __init__(self, spec, out_dir, profile="full", log=print, records_dir=None, arms=None):
         self.spec = spec
         self.out_dir = os.path.abspath(out_dir)
         self.profile = profile
         self.log = log
+        self.records_dir = os.path.abspath(records_dir) if records_dir else None
+        known = [arm.name for arm in spec.all_arms()]
+        unknown = sorted(set(arms or ()) - set(known))
+        if unknown:
+            raise ValueError(f"unknown arm(s) {', '.join(unknown)} of study {spec.name!r}; "
+                             f"its arms: {', '.join(known)}")
+        self.arms = None if arms is None else [arm for arm in spec.all_arms() if arm.name in arms]
         self.vocab_file = os.path.join(shared_data.data_dir(), spec.vocab_file)
 
     # -- paths -------------------------------------------------------------------
@@ -112,6 +128,18 @@ class Study:
                       _json_override("data.vocab_file", params["data"]["vocab_file"]),
                       f"data.lower_case={str(params['data']['lower_case']).lower()}"]
 
+    def _require_pretrained_weights(self, arm):
+        """Raises FileNotFoundError when the arm's pretraining left no checkpoint here."""
+        import tensorflow as tf
+
+        pretraining_dir = self.pretraining_dir(arm.pretraining)
+        if tf.train.latest_checkpoint(pretraining_dir) is None:
+            raise FileNotFoundError(
+                f"arm {arm.name!r} fine-tunes from pretraining/{arm.pretraining}, which is "
+                f"finished but has no checkpoint in {pretraining_dir} (restored from the "
+                "records, which keep no weights): copy its checkpoint there, or delete that "
+                "folder to pretrain it again")
+
     def task_overrides(self, task):
         """The shared data's files for the task's config, then the study's recipe."""
         from bert_tf import config as config_lib
@@ -163,6 +191,8 @@ class Study:
         def run(learning_rate, seed):
             nonlocal pending
             unit = self.finetune_unit(arm, task, learning_rate, seed)
+            if execute and arm.kind == "pretrained" and unit.results() is None:
+                self._require_pretrained_weights(arm)
             results = unit.run(self.log) if execute else unit.results()
             if results is None:
                 pending = True
@@ -221,14 +251,19 @@ class Study:
         report of what is finished is written. Returns the results dict (also
         in `results.json`).
         """
-        if execute and any(arm.kind == "minilm" for arm in self.spec.all_arms()):
+        trained_arms = self.spec.all_arms() if self.arms is None else self.arms
+        if execute and any(arm.kind == "minilm" for arm in trained_arms):
             # Checked before hours of pretraining, not when the MiniLM row comes up.
-            self._arm_init(next(a for a in self.spec.all_arms() if a.kind == "minilm"))
+            self._arm_init(next(a for a in trained_arms if a.kind == "minilm"))
         if execute:
             # Every task's config and overrides load now, not when a later table reaches them.
             for task in self.spec.suite.tasks:
                 self.main_metric(task)
         os.makedirs(self.out_dir, exist_ok=True)
+        if self.records_dir:
+            restored = records.restore(self.records_dir, self.out_dir)
+            if restored:
+                self.log(f"restored {len(restored)} finished runs from {self.records_dir}")
         corpus = None
         # A study of fine-tuning only (no pretraining entry) needs no corpus.
         if self.spec.pretraining:
@@ -248,28 +283,46 @@ class Study:
             time.sleep(poll_seconds)
 
     def _run_pass(self, corpus, execute):
-        """One pass over every unit; returns (cells, whether everything is finished)."""
+        """One pass over every unit; returns (cells, whether this process's part is finished).
+
+        Only the selected arms' runs and the pretraining they need are trained;
+        every other cell is reported as far as it is finished.
+        """
         entries = {entry.name: entry for entry in self.spec.pretraining}
+        if self.arms is None:
+            trained, needed = self.spec.all_arms(), set(entries)
+        else:
+            trained = self.arms
+            needed = {arm.pretraining for arm in trained if arm.kind != "minilm"}
+        trained_names = {arm.name for arm in trained}
         pretraining = {}
 
         def pretrained(name):
             if name not in pretraining:
                 unit = self.pretraining_unit(entries[name], corpus)
-                pretraining[name] = unit.run(self.log) if execute else unit.results()
+                run_it = execute and name in needed
+                pretraining[name] = unit.run(self.log) if run_it else unit.results()
             return pretraining[name]
 
-        cells = []
+        cells, complete = [], True
         for arm, task in self.units_order():
+            ours = arm.name in trained_names
             if arm.kind != "minilm" and pretrained(arm.pretraining) is None:
                 cells.append({"arm": arm.name, "task": task.name, "complete": False,
                               "runs": [], "chosen_learning_rate": None,
                               "main_metric": self.main_metric(task)})
+                complete = complete and not ours
                 continue
-            cells.append(self.run_suite_cell(arm, task, execute))
-            if execute:
+            cells.append(self.run_suite_cell(arm, task, execute and ours))
+            complete = complete and (cells[-1]["complete"] or not ours)
+            if execute and ours:
                 self.write_report(corpus, cells)
-        finished = all(pretrained(name) is not None for name in entries)
-        return cells, finished and all(cell["complete"] for cell in cells)
+        finished = all(pretrained(name) is not None for name in needed)
+        return cells, finished and complete
 
     def write_report(self, corpus, cells):
-        return report.write(self, corpus.manifest if corpus else None, cells)
+        """Writes the report (and, with a records directory, saves the records)."""
+        results = report.write(self, corpus.manifest if corpus else None, cells)
+        if self.records_dir:
+            records.save(self.out_dir, self.records_dir)
+        return results

@@ -19,9 +19,9 @@ from bert_tf.studies import spec as spec_lib
 pytestmark = pytest.mark.slow
 
 
-def _run(out, study="pretrain_vs_random"):
+def _run(out, study="pretrain_vs_random", *extra):
     command = [sys.executable, "-m", "bert_tf.experiments", study, "--out",
-               str(out), "--profile", "ci"]
+               str(out), "--profile", "ci", *extra]
     env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
     result = subprocess.run(command, cwd=spec_lib.REPO_ROOT, env=dict(os.environ, **env),
                             capture_output=True, text=True, timeout=900)
@@ -32,8 +32,8 @@ def _run(out, study="pretrain_vs_random"):
 def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     shared_file("vocab", "bert-base-uncased-vocab.txt")
     shared_file("glue", "STS-B", "train.tsv")
-    out = tmp_path / "study"
-    first = _run(out)
+    out, kept = tmp_path / "study", tmp_path / "records"
+    first = _run(out, "pretrain_vs_random", "--records", str(kept))
     assert first.count(": running") == 3  # pretraining, then each arm's one run
     results = json.loads((out / "results.json").read_text())
     (pretraining,) = results["pretraining"]
@@ -61,12 +61,17 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     assert "| stsb | pearson |" in report and "Held-out at step 8" in report
     for plot in ("pretraining.png", "dev_scores.png"):
         assert (out / "plots" / plot).read_bytes()[:4] == b"\x89PNG"
-    # Everything is finished: a rerun trains nothing and reports the same numbers.
-    second = _run(out)
-    assert ": running" not in second
-    again = json.loads((out / "results.json").read_text())
+    # The records hold the report and the three runs, no weights.
+    assert (kept / "report.md").read_text() == report
+    assert not list(kept.rglob("ckpt-*")) and not list(kept.rglob("*.weights.h5"))
+    # Everything is finished: on a new machine (an empty --out) the records are
+    # copied back, nothing trains and the report has the same numbers.
+    second = _run(tmp_path / "new_machine", "pretrain_vs_random", "--records", str(kept))
+    assert ": running" not in second and "restored 3 finished runs" in second
+    again = json.loads((tmp_path / "new_machine" / "results.json").read_text())
     assert [c["seed_scores"] for c in again["finetuning"]] == \
         [c["seed_scores"] for c in results["finetuning"]]
+    assert again["pretraining"][0]["final_eval"] == pretraining["final_eval"]
 
 
 def test_a_fine_tuning_only_study_needs_no_corpus(tmp_path, shared_file):

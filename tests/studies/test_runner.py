@@ -262,3 +262,26 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
         holder.wait()
     with lock_file(path, wait=False) as lock:
         assert lock is not None
+
+
+def test_a_process_may_train_only_some_arms(tmp_path, monkeypatch, shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    spec = spec_lib.load_study("pretrain_vs_random")
+    with pytest.raises(ValueError, match="unknown arm.s. minlm of study 'pretrain_vs_random'; "
+                                         "its arms: pretrained, random_init, minilm"):
+        runner.Study(spec, str(tmp_path / "s"), arms=["minlm"])
+    study = runner.Study(spec, str(tmp_path / "s"), log=lambda message: None, arms=["minilm"])
+    (minilm,) = spec.reference_arms
+    for task in spec.suite.tasks:
+        for learning_rate in spec.suite.learning_rates:
+            _finish(study.run_dir("minilm", task.name, learning_rate, 0),
+                    {study.main_metric(task): 0.8 + learning_rate})
+        for seed in spec.suite.seeds[1:]:
+            _finish(study.run_dir("minilm", task.name, 1e-4, seed),
+                    {study.main_metric(task): 0.8})
+    # The MiniLM runs are finished: training anything (the pretraining) is the bug under test.
+    monkeypatch.setattr(TrainUnit, "_train", lambda *args: pytest.fail("trained a unit"))
+    results = study.run()
+    complete = {(cell["arm"], cell["complete"]) for cell in results["finetuning"]}
+    assert complete == {("minilm", True), ("pretrained", False), ("random_init", False)}
+    assert not os.path.exists(os.path.join(study.pretraining_dir("mlm_nsp"), "params.yaml"))
