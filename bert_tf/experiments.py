@@ -2,7 +2,7 @@
 
     python -m bert_tf.experiments pretrain_vs_random --out runs/study [--profile ci]
     python -m bert_tf.experiments pretrain_vs_random --out runs/study --report_only
-    python -m bert_tf.experiments pretrain_vs_random --out runs/study --records docs/studies/pretrain_vs_random
+    python -m bert_tf.experiments pretrain_vs_random --out runs/study --records DIR [--arms A,B]
     python -m bert_tf.experiments --list
 
 A study pretrains, fine-tunes every arm on its suite of tasks and writes
