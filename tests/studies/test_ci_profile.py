@@ -71,7 +71,7 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     again = json.loads((tmp_path / "new_machine" / "results.json").read_text())
     assert [c["seed_scores"] for c in again["finetuning"]] == \
         [c["seed_scores"] for c in results["finetuning"]]
-    assert again["pretraining"][0]["final_eval"] == pretraining["final_eval"]
+    assert again["pretraining"][0]["final_eval"] == results["pretraining"][0]["final_eval"]
 
 
 def test_a_fine_tuning_only_study_needs_no_corpus(tmp_path, shared_file):
