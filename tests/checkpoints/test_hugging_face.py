@@ -37,17 +37,31 @@ def encoder_outputs(encoder, reference):
     }
 
 
+def assert_matches_reference(ours, reference):
+    """Our four tensors against the peer's: 1e-5 on real tokens, 2e-4 on padding.
+
+    The outputs at padding positions are masked out by every head, and the
+    reference's own float32 error there is 1.08e-4 (measured against a float64
+    forward pass); ours differs from it by 0.6e-4 to 1.13e-4 depending on the
+    CPU's kernels (AVX-512 or AVX2 summation order), so padding gets twice the
+    reference's error. Real tokens agree within 1e-5 on every CPU measured,
+    which the tanh GELU in place of the exact one (about 1e-3 after a few
+    layers) or any wrong weight fails by orders of magnitude.
+    """
+    real = reference["input_mask"].astype(bool)
+    for key in REFERENCE_KEYS:
+        difference = np.abs(np.asarray(ours[key], np.float64) - reference[key])
+        if key == "pooled_output":  # from [CLS], a real token
+            assert difference.max() <= 1e-5, key
+            continue
+        assert difference[real].max() <= 1e-5, f"{key}, real tokens"
+        assert difference[~real].max() <= 2e-4, f"{key}, padding"
+
+
 def test_minilm_reproduces_reference(minilm_encoder, reference_file):
     reference = np.load(reference_file("minilm_l6_reference.npz"))
     assert reference["sequence_output"].shape == (32, 64, 384)
-    ours = encoder_outputs(minilm_encoder, reference)
-    for key in REFERENCE_KEYS:
-        assert max_abs_diff(ours[key], reference[key]) <= 1e-4, key
-    # Real (unpadded) tokens agree far more tightly; the padding rows carry the
-    # reference's own float32 error (measured 1.08e-4 from a float64 forward pass).
-    mask = reference["input_mask"].astype(bool)
-    real = np.abs(np.asarray(ours["sequence_output"]) - reference["sequence_output"])[mask]
-    assert real.max() <= 1e-5
+    assert_matches_reference(encoder_outputs(minilm_encoder, reference), reference)
 
 
 def test_minilm_config_is_read_from_config_json(minilm_dir, minilm_encoder):
@@ -145,8 +159,8 @@ def _float64_bert_forward(state, input_ids, segment_ids, input_mask, num_heads):
 
 @pytest.mark.slow
 def test_float32_error_is_below_the_references(minilm_dir, minilm_encoder, reference_file):
-    # The 1e-4 budget above is mostly the reference's own float32 error in
-    # padding rows: against a float64 forward pass we are the closer of the two.
+    # The padding budget above is the reference's own float32 error in padding
+    # rows: against a float64 forward pass we are the closer of the two.
     reference = np.load(reference_file("minilm_l6_reference.npz"))
     truth = _float64_bert_forward(hugging_face.read_state_dict(minilm_dir), reference["input_ids"],
                                   reference["segment_ids"], reference["input_mask"], num_heads=12)
