@@ -45,14 +45,19 @@ def finished_runs(root: str) -> list[str]:
 
 
 def _record_paths(run_dir):
-    """(path relative to the run folder) of each file of the run's record that exists."""
-    paths = [name for name in RECORD_FILES if os.path.isfile(os.path.join(run_dir, name))]
+    """Paths (relative to the run folder) of the files of the run's record that exist.
+
+    The final evaluation comes last: it is what marks a run finished, so a copy
+    cut short leaves a run that is not finished rather than one missing its curves.
+    """
+    paths = []
     for curves in CURVE_DIRS:
         folder = os.path.join(run_dir, curves)
         if os.path.isdir(folder):
             paths += [os.path.join(curves, name) for name in sorted(os.listdir(folder))
                       if name.startswith("events.out.tfevents.")]
-    return paths
+    paths += [name for name in RECORD_FILES if os.path.isfile(os.path.join(run_dir, name))]
+    return sorted(paths, key=lambda path: path == EVAL_RESULTS_FILE)
 
 
 def _copy_if_changed(source, destination):

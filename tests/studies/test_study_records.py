@@ -91,3 +91,10 @@ def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp
                                                 "pretraining/mlm_nsp, which is finished but "
                                                 "has no checkpoint"):
         study.run_suite_cell(pretrained, stsb)
+
+
+def test_the_final_evaluation_is_copied_last(tmp_path):
+    # It marks a run finished: a copy cut short must not leave a "finished" run without curves.
+    run = tmp_path / "run"
+    _run_folder(str(run), {"pearson": 0.5})
+    assert records._record_paths(str(run))[-1] == "eval_results.json"
