@@ -74,7 +74,7 @@ def main(argv=None):
     started = time.monotonic()
     try:
         spec = spec_lib.load_study(args.study, args.profile)
-        arms = args.arms.split(",") if args.arms else None
+        arms = [name.strip() for name in args.arms.split(",")] if args.arms else None
         study = runner.Study(spec, args.out, args.profile, log, args.records, arms)
         log(f"study {spec.name} (profile {args.profile}) in {study.out_dir}")
         results = study.run(execute=not args.report_only)

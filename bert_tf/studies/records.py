@@ -19,7 +19,7 @@ import shutil
 
 from bert_tf import sweep
 from bert_tf.studies import report
-from bert_tf.studies.units import TIMES_FILE
+from bert_tf.studies.units import LOCK_FILE, TIMES_FILE, lock_file
 from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
 
 # The files of a run's record; the curves are the event files of these folders.
@@ -63,12 +63,16 @@ def _record_paths(run_dir):
 def _copy_if_changed(source, destination):
     """Copies `source` over `destination` (atomically) unless both hold the same bytes."""
     if os.path.isfile(destination) and filecmp.cmp(source, destination, shallow=False):
-        return False
+        return
     os.makedirs(os.path.dirname(destination), exist_ok=True)
     temporary = f"{destination}.tmp-{os.getpid()}"
-    shutil.copyfile(source, temporary)
-    os.replace(temporary, destination)
-    return True
+    try:
+        shutil.copyfile(source, temporary)
+        os.replace(temporary, destination)
+    finally:
+        # Nothing half-copied is left to be committed with the records.
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 def _copy_run(source_root, destination_root, run):
@@ -119,8 +123,16 @@ def restore(records_dir: str, out_dir: str) -> list[str]:
     """
     if not os.path.isdir(records_dir):
         return []
-    restored = [run for run in finished_runs(records_dir)
-                if not os.path.exists(os.path.join(out_dir, run))]
-    for run in restored:
-        _copy_run(records_dir, out_dir, run)
+    restored = []
+    for run in finished_runs(records_dir):
+        run_dir = os.path.join(out_dir, run)
+        if os.path.exists(run_dir):
+            continue
+        os.makedirs(run_dir, exist_ok=True)
+        # The unit's own lock: another process of the study cannot start it mid-copy.
+        with lock_file(os.path.join(run_dir, LOCK_FILE), wait=False) as lock:
+            if lock is None:
+                continue
+            _copy_run(records_dir, out_dir, run)
+            restored.append(run)
     return restored

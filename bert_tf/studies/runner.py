@@ -25,10 +25,11 @@ one is running.
 import json
 import os
 import time
+from collections.abc import Callable, Sequence
 
 import yaml
 
-from bert_tf import shared_data
+from bert_tf import shared_data, sweep
 from bert_tf.studies import corpus as corpus_lib
 from bert_tf.studies import records, report
 from bert_tf.studies import spec as spec_lib
@@ -41,6 +42,11 @@ CORPUS_LOCK = "corpus.lock"
 def _json_override(key, value):
     # JSON is valid YAML: paths with spaces or colons survive the override parser.
     return f"{key}={json.dumps(value)}"
+
+
+def _nested(a, b):
+    """Whether either path is the other or lies inside it."""
+    return os.path.commonpath([a, b]) in (a, b)
 
 
 def _vocab_size(path):
@@ -62,17 +68,23 @@ class Study:
         process trains; None trains every arm. The report covers every arm.
     """
 
-    def __init__(self, spec, out_dir, profile="full", log=print, records_dir=None, arms=None):
+    def __init__(self, spec: spec_lib.StudySpec, out_dir: str, profile: str = "full",
+                 log: Callable[[str], None] = print, records_dir: str | None = None,
+                 arms: Sequence[str] | None = None):
         self.spec = spec
         self.out_dir = os.path.abspath(out_dir)
         self.profile = profile
         self.log = log
         self.records_dir = os.path.abspath(records_dir) if records_dir else None
+        if self.records_dir and _nested(self.records_dir, self.out_dir):
+            # Each would copy into itself: records/records/... or out/out/...
+            raise ValueError(f"the records directory {self.records_dir} and the output "
+                             f"directory {self.out_dir} must not contain one another")
         known = [arm.name for arm in spec.all_arms()]
         unknown = sorted(set(arms or ()) - set(known))
         if unknown:
-            raise ValueError(f"unknown arm(s) {', '.join(unknown)} of study {spec.name!r}; "
-                             f"its arms: {', '.join(known)}")
+            raise ValueError(f"unknown arm(s) {', '.join(map(repr, unknown))} of study "
+                             f"{spec.name!r}; its arms: {', '.join(known)}")
         self.arms = None if arms is None else [arm for arm in spec.all_arms() if arm.name in arms]
         self.vocab_file = os.path.join(shared_data.data_dir(), spec.vocab_file)
 
@@ -130,15 +142,18 @@ class Study:
 
     def _require_pretrained_weights(self, arm):
         """Raises FileNotFoundError when the arm's pretraining left no checkpoint here."""
-        import tensorflow as tf
+        from bert_tf.checkpoints import native
 
         pretraining_dir = self.pretraining_dir(arm.pretraining)
-        if tf.train.latest_checkpoint(pretraining_dir) is None:
+        try:
+            native.weights_prefix(pretraining_dir)  # the loader's own test for weights
+        except FileNotFoundError:
             raise FileNotFoundError(
                 f"arm {arm.name!r} fine-tunes from pretraining/{arm.pretraining}, which is "
                 f"finished but has no checkpoint in {pretraining_dir} (restored from the "
-                "records, which keep no weights): copy its checkpoint there, or delete that "
-                "folder to pretrain it again")
+                "records, which keep no weights): copy the run's checkpoint files there "
+                f"(checkpoint, ckpt-N.*, {native.METADATA_NAME}, vocab.txt), or delete that "
+                "folder to pretrain it again") from None
 
     def task_overrides(self, task):
         """The shared data's files for the task's config, then the study's recipe."""
@@ -190,10 +205,15 @@ class Study:
 
         def run(learning_rate, seed):
             nonlocal pending
-            unit = self.finetune_unit(arm, task, learning_rate, seed)
-            if execute and arm.kind == "pretrained" and unit.results() is None:
-                self._require_pretrained_weights(arm)
-            results = unit.run(self.log) if execute else unit.results()
+            model_dir = self.run_dir(arm.name, task.name, learning_rate, seed)
+            if execute:
+                unit = self.finetune_unit(arm, task, learning_rate, seed)
+                if arm.kind == "pretrained" and unit.results() is None:
+                    self._require_pretrained_weights(arm)
+                results = unit.run(self.log)
+            else:
+                # Reading needs no init checkpoint (MiniLM may not be installed here).
+                results = sweep.finished_results(model_dir)
             if results is None:
                 pending = True
                 return None
@@ -204,7 +224,7 @@ class Study:
                 raise ValueError(f"task {task.name!r} of the study: its runs report "
                                  f"{sorted(metrics)}, not its main_metric {metric!r}")
             runs.append({"learning_rate": learning_rate, "seed": seed,
-                         "model_dir": unit.model_dir, "metrics": metrics})
+                         "model_dir": model_dir, "metrics": metrics})
             return metrics[metric]
 
         rates = suite.learning_rates_of(task)

@@ -264,14 +264,17 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
         assert lock is not None
 
 
-def test_a_process_may_train_only_some_arms(tmp_path, monkeypatch, shared_file):
+def test_a_process_may_train_only_some_arms(tmp_path, monkeypatch, shared_file, minilm_dir):
     shared_file("vocab", "bert-base-uncased-vocab.txt")
     spec = spec_lib.load_study("pretrain_vs_random")
-    with pytest.raises(ValueError, match="unknown arm.s. minlm of study 'pretrain_vs_random'; "
+    with pytest.raises(ValueError, match="unknown arm.s. 'minlm' of study 'pretrain_vs_random'; "
                                          "its arms: pretrained, random_init, minilm"):
         runner.Study(spec, str(tmp_path / "s"), arms=["minlm"])
-    study = runner.Study(spec, str(tmp_path / "s"), log=lambda message: None, arms=["minilm"])
-    (minilm,) = spec.reference_arms
+    with pytest.raises(ValueError, match="must not contain one another"):
+        runner.Study(spec, str(tmp_path / "s"), records_dir=str(tmp_path / "s" / "records"))
+    kept = tmp_path / "records"
+    study = runner.Study(spec, str(tmp_path / "s"), log=lambda message: None, arms=["minilm"],
+                         records_dir=str(kept))
     for task in spec.suite.tasks:
         for learning_rate in spec.suite.learning_rates:
             _finish(study.run_dir("minilm", task.name, learning_rate, 0),
@@ -279,9 +282,53 @@ def test_a_process_may_train_only_some_arms(tmp_path, monkeypatch, shared_file):
         for seed in spec.suite.seeds[1:]:
             _finish(study.run_dir("minilm", task.name, 1e-4, seed),
                     {study.main_metric(task): 0.8})
-    # The MiniLM runs are finished: training anything (the pretraining) is the bug under test.
+    # One finished run is only in the records (another machine's): run() restores it.
+    restored = os.path.relpath(study.run_dir("minilm", "sst2", 1e-4, 2), study.out_dir)
+    os.renames(os.path.join(study.out_dir, restored), os.path.join(kept, restored))
+    # Every MiniLM run is finished: training anything (the pretraining) or waiting for
+    # other processes is the bug under test.
     monkeypatch.setattr(TrainUnit, "_train", lambda *args: pytest.fail("trained a unit"))
+    monkeypatch.setattr(runner.time, "sleep", lambda seconds: pytest.fail("waited"))
     results = study.run()
     complete = {(cell["arm"], cell["complete"]) for cell in results["finetuning"]}
     assert complete == {("minilm", True), ("pretrained", False), ("random_init", False)}
     assert not os.path.exists(os.path.join(study.pretraining_dir("mlm_nsp"), "params.yaml"))
+    # ...and saves the records: the report and every finished run.
+    assert (kept / "report.md").read_text() == (tmp_path / "s" / "report.md").read_text()
+    assert len(list(kept.rglob("eval_results.json"))) == 30
+
+
+def test_a_process_waits_for_its_own_arms_units_held_elsewhere(tmp_path, monkeypatch):
+    spec = spec_lib.load_study("packing_parity", "ci")
+    study = runner.Study(spec, str(tmp_path / "pp"), "ci", log=lambda message: None,
+                         arms=[spec.reference_arms[0].name])
+    (arm,) = spec.reference_arms
+    first, *others = spec.suite.tasks
+    for task in others:
+        _finish(study.finetune_unit(arm, task, 5e-5, 0).model_dir, {study.main_metric(task): 0.8})
+    held = study.finetune_unit(arm, first, 5e-5, 0)
+    os.makedirs(held.model_dir)
+
+    class Waited(Exception):
+        pass
+
+    def sleep(seconds):
+        raise Waited
+
+    monkeypatch.setattr(runner.time, "sleep", sleep)
+    with lock_file(os.path.join(held.model_dir, LOCK_FILE), wait=False) as lock:
+        assert lock is not None
+        # One of this process's units is held elsewhere: it must wait, not report done.
+        with pytest.raises(Waited):
+            study.run()
+
+
+def test_reading_other_arms_needs_no_minilm(tmp_path, monkeypatch):
+    spec = spec_lib.load_study("packing_parity", "ci")
+    study = runner.Study(spec, str(tmp_path / "pp"), "ci", log=lambda message: None)
+    (arm,) = spec.reference_arms
+    for task in spec.suite.tasks:
+        _finish(study.run_dir(arm.name, task.name, 5e-5, 0), {study.main_metric(task): 0.8})
+    monkeypatch.setattr(runner.shared_data, "minilm_checkpoint_dir", lambda: None)
+    results = study.run(execute=False)
+    assert all(cell["complete"] for cell in results["finetuning"])

@@ -75,7 +75,8 @@ def test_restored_runs_count_as_finished_and_present_folders_are_left_alone(tmp_
     assert records.restore(str(tmp_path / "no_records"), str(out)) == []
 
 
-def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp_path):
+def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp_path,
+                                                                           monkeypatch):
     spec = spec_lib.load_study("pretrain_vs_random")
     kept = tmp_path / "records"
     _run_folder(str(kept / "pretraining" / "mlm_nsp"), {"mlm_accuracy": 0.1},
@@ -87,6 +88,7 @@ def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp
     for name in ("checkpoint", "ckpt-10.index"):
         assert not os.path.exists(os.path.join(study.pretraining_dir("mlm_nsp"), name))
     pretrained, stsb = spec.arms[0], spec.suite.tasks[0]
+    monkeypatch.setattr(TrainUnit, "_train", lambda *args: pytest.fail("trained from nothing"))
     with pytest.raises(FileNotFoundError, match="arm 'pretrained' fine-tunes from "
                                                 "pretraining/mlm_nsp, which is finished but "
                                                 "has no checkpoint"):
