@@ -8,7 +8,7 @@ Layout of the output directory:
     results.json, report.md, plots/  rewritten after every finished (arm, task)
 
 With a records directory (`bert_tf.studies.records`), the report and every
-finished run's record (no checkpoints) are copied there as cells finish, and
+finished run's record (no checkpoints) are copied there as runs finish, and
 runs finished there but missing here are copied back before anything runs, so
 a committed records directory carries a study over to a new machine.
 
@@ -211,6 +211,7 @@ class Study:
                 if arm.kind == "pretrained" and unit.results() is None:
                     self._require_pretrained_weights(arm)
                 results = unit.run(self.log)
+                self._save_records()
             else:
                 # Reading needs no init checkpoint (MiniLM may not be installed here).
                 results = sweep.finished_results(model_dir)
@@ -320,8 +321,11 @@ class Study:
         def pretrained(name):
             if name not in pretraining:
                 unit = self.pretraining_unit(entries[name], corpus)
-                run_it = execute and name in needed
-                pretraining[name] = unit.run(self.log) if run_it else unit.results()
+                if execute and name in needed:
+                    pretraining[name] = unit.run(self.log)
+                    self._save_records()
+                else:
+                    pretraining[name] = unit.results()
             return pretraining[name]
 
         cells, complete = [], True
@@ -343,6 +347,14 @@ class Study:
     def write_report(self, corpus, cells):
         """Writes the report (and, with a records directory, saves the records)."""
         results = report.write(self, corpus.manifest if corpus else None, cells)
+        self._save_records()
+        return results
+
+    def _save_records(self):
+        """Copies what is finished into the records directory, if the study keeps one.
+
+        Called after every finished unit, not only every finished cell: a cell
+        of six MiniLM runs takes hours on a slow machine.
+        """
         if self.records_dir:
             records.save(self.out_dir, self.records_dir)
-        return results

@@ -332,3 +332,22 @@ def test_reading_other_arms_needs_no_minilm(tmp_path, monkeypatch):
     monkeypatch.setattr(runner.shared_data, "minilm_checkpoint_dir", lambda: None)
     results = study.run(execute=False)
     assert all(cell["complete"] for cell in results["finetuning"])
+
+
+def test_each_finished_run_is_recorded_before_the_next_one_starts(tmp_path, monkeypatch):
+    # A cell is six runs, hours on a slow machine: its finished runs must not wait for it.
+    spec, study = _study(tmp_path)
+    study.records_dir = str(tmp_path / "records")
+    twin, stsb = spec.arms[1], spec.suite.tasks[0]
+    recorded_before = []
+
+    def train(unit, lock, log):
+        finetune_records = os.path.join(study.records_dir, "finetune")
+        recorded_before.append(sum("eval_results.json" in files
+                                   for _, _, files in os.walk(finetune_records)))
+        _finish(unit.model_dir, {"pearson": 0.5, "spearman": 0.0})
+        return unit.results()
+
+    monkeypatch.setattr(TrainUnit, "_train", train)
+    assert study.run_suite_cell(twin, stsb)["complete"]
+    assert recorded_before == [0, 1, 2, 3, 4, 5]
