@@ -206,6 +206,17 @@ def test_a_metric_no_run_reports_is_pending_in_its_table():
     assert row["values"]["eng.testb/f1"] is None
 
 
+def _all_finished_but_the_first(study):
+    """Finishes every packing_parity (ci) unit but the first; returns (that unit, its task)."""
+    (arm,) = study.spec.reference_arms
+    first, *others = study.spec.suite.tasks
+    for task in others:
+        _finish(study.finetune_unit(arm, task, 5e-5, 0).model_dir, {study.main_metric(task): 0.8})
+    held = study.finetune_unit(arm, first, 5e-5, 0)
+    os.makedirs(held.model_dir)
+    return held, first
+
+
 def test_a_unit_held_by_another_process_is_passed_over_then_waited_for(tmp_path, monkeypatch):
     spec = spec_lib.load_study("packing_parity", "ci")
     waiting = threading.Event()
@@ -217,12 +228,7 @@ def test_a_unit_held_by_another_process_is_passed_over_then_waited_for(tmp_path,
             waiting.set()
 
     study = runner.Study(spec, str(tmp_path / "pp"), "ci", log=log)
-    (arm,) = spec.reference_arms
-    first, *others = spec.suite.tasks
-    for task in others:
-        _finish(study.finetune_unit(arm, task, 5e-5, 0).model_dir, {study.main_metric(task): 0.8})
-    held = study.finetune_unit(arm, first, 5e-5, 0)
-    os.makedirs(held.model_dir)
+    held, first = _all_finished_but_the_first(study)
     # Every unit is finished or held: training anything would be the bug under test.
     monkeypatch.setattr(TrainUnit, "_train", lambda *args: pytest.fail("trained a held unit"))
     holding = threading.Event()
@@ -302,12 +308,7 @@ def test_a_process_waits_for_its_own_arms_units_held_elsewhere(tmp_path, monkeyp
     spec = spec_lib.load_study("packing_parity", "ci")
     study = runner.Study(spec, str(tmp_path / "pp"), "ci", log=lambda message: None,
                          arms=[spec.reference_arms[0].name])
-    (arm,) = spec.reference_arms
-    first, *others = spec.suite.tasks
-    for task in others:
-        _finish(study.finetune_unit(arm, task, 5e-5, 0).model_dir, {study.main_metric(task): 0.8})
-    held = study.finetune_unit(arm, first, 5e-5, 0)
-    os.makedirs(held.model_dir)
+    held, _ = _all_finished_but_the_first(study)
 
     class Waited(Exception):
         pass
