@@ -206,15 +206,14 @@ class Study:
         def run(learning_rate, seed):
             nonlocal pending
             model_dir = self.run_dir(arm.name, task.name, learning_rate, seed)
-            if execute:
-                unit = self.finetune_unit(arm, task, learning_rate, seed)
-                if arm.kind == "pretrained" and unit.results() is None:
+            # Reading needs no init checkpoint (MiniLM may not be installed here).
+            results = sweep.finished_results(model_dir)
+            if execute and results is None:
+                if arm.kind == "pretrained":
                     self._require_pretrained_weights(arm)
-                results = unit.run(self.log)
-                self._save_records()
-            else:
-                # Reading needs no init checkpoint (MiniLM may not be installed here).
-                results = sweep.finished_results(model_dir)
+                results = self.finetune_unit(arm, task, learning_rate, seed).run(self.log)
+                if results is not None:  # newly finished (None: held by another process)
+                    self._save_records()
             if results is None:
                 pending = True
                 return None
