@@ -6,7 +6,7 @@ resolved config, the final evaluation, the TensorBoard curves and the wall
 times. Those few files are a run's *record*. `save` copies the record of every
 finished run, with `report.md`, `results.json` and the plots, into a records
 directory small enough to commit; `restore` copies finished runs back into an
-output directory that lacks them. So a study whose machine is lost goes on
+output directory that lacks them or holds them unfinished. So a study whose machine is lost goes on
 from its committed records: the finished runs are skipped, the unfinished ones
 start over, and the corpus (built from `../shared/` by a fixed seed) is built
 again. A restored pretraining has no weights: the runs that start from it
@@ -16,10 +16,12 @@ need its checkpoint, and the runner says so before it starts one.
 import filecmp
 import os
 import shutil
+import time
 
 from bert_tf import sweep
 from bert_tf.studies import report
 from bert_tf.studies.units import LOCK_FILE, TIMES_FILE, lock_file
+from bert_tf.training.run_lock import LOCK_FILE as TRAINER_LOCK_FILE
 from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
 
 # The files of a run's record; the curves are the event files of these folders.
@@ -27,6 +29,8 @@ RECORD_FILES = (PARAMS_FILE, EVAL_RESULTS_FILE, TIMES_FILE)
 CURVE_DIRS = ("train", "eval")
 # Study-level outputs, rewritten as cells finish.
 REPORT_FILES = (report.REPORT_FILE, report.RESULTS_FILE)
+# Where `restore` moves what an unfinished run left, inside the run's folder.
+SET_ASIDE_PREFIX = "unfinished-"
 
 
 def finished_runs(root: str) -> list[str]:
@@ -108,15 +112,39 @@ def save(out_dir: str, records_dir: str) -> list[str]:
     return runs
 
 
-def restore(records_dir: str, out_dir: str) -> list[str]:
-    """Copies into `out_dir` every run finished in `records_dir` whose folder it lacks.
+def _set_aside(run_dir):
+    """Moves an unfinished run's files into `run_dir/unfinished-<UTC time>/`.
 
-    A run folder already in `out_dir` is left alone, finished or not: an
-    unfinished one resumes from its own checkpoint as usual.
+    The lock files stay: the caller holds the unit's lock on its file. Nothing
+    is deleted, so a user can still look at (or resume from) what was there.
+
+    Returns:
+      The folder the files went to, or None when there was nothing to move.
+    """
+    names = [name for name in os.listdir(run_dir)
+             if name not in (LOCK_FILE, TRAINER_LOCK_FILE) and not name.startswith(SET_ASIDE_PREFIX)]
+    if not names:
+        return None
+    aside = os.path.join(run_dir, SET_ASIDE_PREFIX + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    os.makedirs(aside)
+    for name in names:
+        os.replace(os.path.join(run_dir, name), os.path.join(aside, name))
+    return aside
+
+
+def restore(records_dir: str, out_dir: str, log=print) -> list[str]:
+    """Copies into `out_dir` every run finished in `records_dir` and not finished there.
+
+    A run unfinished in `out_dir` (killed, or started on this machine while
+    another one finished it) is superseded by its finished record: its files
+    are moved into an `unfinished-<time>` folder inside the run folder, not
+    deleted, and the record is copied in. A run that another process is
+    training right now (it holds the unit's lock) is left alone.
 
     Args:
       records_dir: a directory written by `save` (missing: nothing to restore).
       out_dir: the study's output directory.
+      log: a function taking one line of progress.
 
     Returns:
       The runs (relative paths) restored.
@@ -126,13 +154,17 @@ def restore(records_dir: str, out_dir: str) -> list[str]:
     restored = []
     for run in finished_runs(records_dir):
         run_dir = os.path.join(out_dir, run)
-        if os.path.exists(run_dir):
+        if sweep.finished_results(run_dir) is not None:
             continue
         os.makedirs(run_dir, exist_ok=True)
         # The unit's own lock: another process of the study cannot start it mid-copy.
         with lock_file(os.path.join(run_dir, LOCK_FILE), wait=False) as lock:
-            if lock is None:
+            if lock is None or sweep.finished_results(run_dir) is not None:
                 continue
+            aside = _set_aside(run_dir)
+            if aside is not None:
+                log(f"{run}: finished in the records, so this unfinished run was moved to "
+                    f"{aside}")
             _copy_run(records_dir, out_dir, run)
             restored.append(run)
     return restored

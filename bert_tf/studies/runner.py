@@ -132,13 +132,15 @@ class Study:
         pretraining_dir = self.pretraining_dir(arm.pretraining)
         if arm.kind == "pretrained":
             return pretraining_dir, []
-        # random: the pretraining run's encoder config and vocabulary, fresh weights.
+        # random: the pretraining run's encoder config, the study's vocabulary (the one the
+        # pretraining was given; not the path in its params.yaml, which names the folders of
+        # the machine that pretrained, maybe restored from records), fresh weights.
         params_path = os.path.join(pretraining_dir, PARAMS_FILE)
         with open(params_path, encoding="utf-8") as f:
             params = yaml.safe_load(f)
         return None, [_json_override("model.encoder", params["model"]["encoder"]),
-                      _json_override("data.vocab_file", params["data"]["vocab_file"]),
-                      f"data.lower_case={str(params['data']['lower_case']).lower()}"]
+                      _json_override("data.vocab_file", self.vocab_file),
+                      f"data.lower_case={str(self.spec.lower_case).lower()}"]
 
     def _require_pretrained_weights(self, arm):
         """Raises FileNotFoundError when the arm's pretraining left no checkpoint here."""

@@ -49,7 +49,9 @@ def test_pretrained_arm_starts_from_the_pretraining_and_its_twin_from_its_config
     assert twin.init_checkpoint is None
     encoder = [o for o in twin.overrides if o.startswith("model.encoder=")]
     assert [yaml.safe_load(o.split("=", 1)[1]) for o in encoder] == [ENCODER]
-    assert 'data.vocab_file="/v/vocab.txt"' in twin.overrides
+    # The study's vocabulary, not the pretraining machine's path to it ("/v/vocab.txt").
+    assert runner._json_override("data.vocab_file", study.vocab_file) in twin.overrides
+    assert "data.lower_case=true" in twin.overrides
     # Everything but the weights' origin is the same recipe.
     same = [o for o in twin.overrides if o not in encoder and not o.startswith("data.vocab_file")
             and not o.startswith("data.lower_case")]

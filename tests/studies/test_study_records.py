@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from bert_tf.studies import records, runner
+from bert_tf.studies import records, runner, units
 from bert_tf.studies import spec as spec_lib
 from bert_tf.studies.units import TrainUnit
 
@@ -56,23 +56,49 @@ def test_only_finished_runs_are_recorded_and_without_their_checkpoints(tmp_path)
     assert (kept / "report.md").read_text() == "# report, later\n"
 
 
-def test_restored_runs_count_as_finished_and_present_folders_are_left_alone(tmp_path):
+def test_restored_runs_count_as_finished_and_supersede_unfinished_ones(tmp_path):
     kept, out = tmp_path / "records", tmp_path / "new_machine"
-    _run_folder(str(kept / "finetune" / "a" / "stsb" / "lr0.0001_seed0"), {"pearson": 0.5})
-    _run_folder(str(kept / "finetune" / "a" / "stsb" / "lr5e-05_seed0"), {"pearson": 0.4})
-    # This machine already holds the second run, unfinished: it resumes, untouched.
+    for rate, pearson in (("0.0001", 0.5), ("5e-05", 0.4), ("3e-05", 0.3)):
+        _run_folder(str(kept / "finetune" / "a" / "stsb" / f"lr{rate}_seed0"),
+                    {"pearson": pearson})
+    # This machine finished the third run itself and stopped the second halfway.
     _run_folder(str(out / "finetune" / "a" / "stsb" / "lr5e-05_seed0"), {"pearson": 0.1},
                 reached=5)
+    _run_folder(str(out / "finetune" / "a" / "stsb" / "lr3e-05_seed0"), {"pearson": 0.25})
+    messages = []
 
-    assert records.restore(str(kept), str(out)) == ["finetune/a/stsb/lr0.0001_seed0"]
+    assert records.restore(str(kept), str(out), messages.append) == [
+        "finetune/a/stsb/lr0.0001_seed0", "finetune/a/stsb/lr5e-05_seed0"]
     restored = TrainUnit("u", str(out / "finetune" / "a" / "stsb" / "lr0.0001_seed0"),
                          "no/such/config.yaml")
     # The config does not exist: running would fail, so the result proves nothing ran.
     assert restored.run(log=lambda message: None) == {"step": 10, "metrics": {"pearson": 0.5}}
-    resumed = out / "finetune" / "a" / "stsb" / "lr5e-05_seed0"
-    assert json.loads((resumed / "eval_results.json").read_text())["step"] == 5
+    superseded = out / "finetune" / "a" / "stsb" / "lr5e-05_seed0"
+    assert json.loads((superseded / "eval_results.json").read_text())["metrics"] == {
+        "pearson": 0.4}
+    assert not (superseded / "checkpoint").exists()
+    # What the unfinished run left is moved aside, not deleted.
+    [aside] = [p for p in superseded.iterdir() if p.name.startswith("unfinished-")]
+    assert json.loads((aside / "eval_results.json").read_text())["step"] == 5
+    assert (aside / "ckpt-10.index").read_bytes() == b"weights"
+    assert str(aside) in messages[0]
+    # A run finished here keeps its own result.
+    assert json.loads((out / "finetune" / "a" / "stsb" / "lr3e-05_seed0" /
+                       "eval_results.json").read_text())["metrics"] == {"pearson": 0.25}
     assert records.restore(str(kept), str(out)) == []
     assert records.restore(str(tmp_path / "no_records"), str(out)) == []
+
+
+def test_a_run_training_in_another_process_is_not_restored_over(tmp_path):
+    kept, out = tmp_path / "records", tmp_path / "out"
+    _run_folder(str(kept / "finetune" / "a" / "stsb" / "lr0.0001_seed0"), {"pearson": 0.5})
+    running = out / "finetune" / "a" / "stsb" / "lr0.0001_seed0"
+    _run_folder(str(running), {"pearson": 0.1}, reached=5)
+    with units.lock_file(str(running / units.LOCK_FILE), wait=False) as held:
+        assert held is not None
+        assert records.restore(str(kept), str(out)) == []
+    assert json.loads((running / "eval_results.json").read_text())["step"] == 5
+    assert not [p for p in running.iterdir() if p.name.startswith("unfinished-")]
 
 
 def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp_path,
