@@ -66,9 +66,14 @@ def load_task(model_dir, overrides=()):
 
 def restore_model(task, model_dir):
     """(model, checkpoint prefix): `task`'s model with the run's newest weights."""
-    from bert_tf.checkpoints import native
+    import tensorflow as tf
 
-    precision = task.experiment.runtime.mixed_precision
+    from bert_tf.checkpoints import native
+    from bert_tf.training import precision as precision_lib
+
+    # A run's params.yaml holds the policy its trainer resolved; `auto` comes only from --set.
+    precision = precision_lib.resolve(task.experiment.runtime.mixed_precision,
+                                      tf.distribute.get_strategy())
     model = task.build_model(dtype=None if precision == "float32" else precision)
     return model, native.restore_weights(model, model_dir)
 

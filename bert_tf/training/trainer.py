@@ -28,7 +28,7 @@ import yaml
 
 from bert_tf import config as config_lib
 from bert_tf.checkpoints import native
-from bert_tf.training import strategies
+from bert_tf.training import precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
@@ -135,6 +135,7 @@ class Trainer:
         self.chief = strategies.is_chief(strategy)
         self.multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         task.validate()
+        self._resolve_precision()
         if self.config.train_epochs:
             self._steps_from_epochs()
         else:
@@ -155,6 +156,19 @@ class Trainer:
 
     # -- setup ---------------------------------------------------------------
 
+    def _resolve_precision(self):
+        """Replaces `runtime.mixed_precision: auto` by the policy it chose here.
+
+        params.yaml records the choice; a resumed run chooses again, so a run
+        moved to other hardware computes in what is fastest there (the weights
+        and optimizer slots are float32 under every policy).
+        """
+        runtime = self.experiment.runtime
+        chosen = precision.resolve(runtime.mixed_precision, self.strategy)
+        if chosen != runtime.mixed_precision:
+            self.experiment = dataclasses.replace(
+                self.experiment, runtime=dataclasses.replace(runtime, mixed_precision=chosen))
+
     def _steps_from_epochs(self):
         """Sets `trainer.train_steps` from `trainer.train_epochs` and the task's data size."""
         examples = self.task.num_train_examples
@@ -171,9 +185,9 @@ class Trainer:
 
     def _build(self):
         runtime, config = self.experiment.runtime, self.config
-        precision = runtime.mixed_precision
+        policy = runtime.mixed_precision
         with self.strategy.scope():
-            self.model = self.task.build_model(dtype=None if precision == "float32" else precision)
+            self.model = self.task.build_model(dtype=None if policy == "float32" else policy)
             self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
             self.optimizer.build(self.model.trainable_variables)
             counter = dict(dtype=tf.int64, trainable=False,
@@ -182,7 +196,7 @@ class Trainer:
             self.consecutive_nonfinite = tf.Variable(0, name="consecutive_nonfinite", **counter)
             self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested",
                                               aggregation=counter["aggregation"])
-            self.loss_scale = LossScale(enabled=precision == "mixed_float16")
+            self.loss_scale = LossScale(enabled=policy == "mixed_float16")
         jit_compile = runtime.jit_compile
         if jit_compile is None:
             jit_compile = strategies.default_jit_compile(self.strategy)

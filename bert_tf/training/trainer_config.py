@@ -5,7 +5,8 @@ import dataclasses
 from bert_tf.training.strategy_names import STRATEGIES
 
 INPUT_DISTRIBUTIONS = ("per_worker", "global")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+# "auto": the fastest one the hardware computes natively (`bert_tf.training.precision`).
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "auto")
 
 
 @dataclasses.dataclass

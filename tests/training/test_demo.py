@@ -7,9 +7,11 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from conftest import REPO, train_env
 
 from bert_tf import demo
+from bert_tf.training import precision
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +34,7 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path):
                "--set", "data.max_seq_length=32", "--set", "data.max_predictions_per_seq=5",
                "--set", "trainer.global_batch_size=16",
                "--set", "trainer.train_steps=40", "--set", "trainer.steps_per_loop=20",
-               "--set", "trainer.eval_every=20", "--set", "trainer.eval_steps=2",
-               "--set", "runtime.mixed_precision=float32"]
+               "--set", "trainer.eval_every=20", "--set", "trainer.eval_steps=2"]
     result = subprocess.run(command, cwd=REPO, env=train_env(), capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -45,6 +46,10 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path):
         documents = f.read().split("\n\n")
     assert len(documents) == 105  # the excerpt's articles (see tests/data/test_wikipedia.py)
     assert os.path.exists(model_dir / "ckpt-40.index")
+    # The demo's `auto` precision is resolved by this CPU's flags and recorded.
+    with open(model_dir / "params.yaml", encoding="utf-8") as f:
+        chosen = yaml.safe_load(f)["runtime"]["mixed_precision"]
+    assert chosen == precision.choose_precision("cpu", precision.cpu_flags())[0]
     assert os.listdir(model_dir / "train") and os.listdir(model_dir / "eval")
     # The last screen: held-out accuracies at the first and last evaluation,
     # where everything is, TensorBoard and the study's command.

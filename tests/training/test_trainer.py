@@ -145,6 +145,26 @@ def test_mixed_precision_trains(write_config, tmp_path, precision):
 
 
 @pytest.mark.slow
+def test_auto_precision_is_recorded_and_chosen_again_on_resume(write_config, tmp_path,
+                                                               monkeypatch):
+    from bert_tf.training import precision
+
+    config = write_config(trainer={"train_steps": 4, "eval_every": 0, "checkpoint_every": 2},
+                          runtime={"mixed_precision": "auto"})
+    run_dir = tmp_path / "run"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "amx_bf16"}))
+    assert train_in_process(config, run_dir, "trainer.train_steps=2") == 0
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    assert params["runtime"]["mixed_precision"] == "mixed_bfloat16"
+    # The run moves to a CPU without native bf16: it resumes in float32 and says so.
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert train_in_process(config, run_dir) == 0
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    assert params["runtime"]["mixed_precision"] == "float32"
+    assert os.path.exists(run_dir / "ckpt-4.index")
+
+
+@pytest.mark.slow
 def test_profiler_traces_the_requested_steps(write_config, tmp_path):
     config = write_config(trainer={"train_steps": 4, "eval_every": 0, "profile_steps": [2, 4]})
     assert train_in_process(config, tmp_path / "run") == 0
