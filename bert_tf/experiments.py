@@ -2,7 +2,8 @@
 
     python -m bert_tf.experiments pretrain_vs_random --out runs/study [--profile ci]
     python -m bert_tf.experiments pretrain_vs_random --out runs/study --report_only
-    python -m bert_tf.experiments pretrain_vs_random --out runs/study --records DIR [--arms A,B]
+    python -m bert_tf.experiments pretrain_vs_random --out runs/study --records DIR \
+        [--keep_weights] [--arms A,B]
     python -m bert_tf.experiments --list
 
 A study pretrains, fine-tunes every arm on its suite of tasks and writes
@@ -35,6 +36,10 @@ def parse_args(argv):
                              "evaluation, curves, wall time; no checkpoints) in DIR, e.g. in a "
                              "git repository, and first copy back runs finished there but "
                              "missing from --out, so a study goes on on a new machine")
+    parser.add_argument("--keep_weights", action="store_true",
+                        help="with --records, keep each finished pretraining's final weights "
+                             "there too (no optimizer state; about 45 MB for BERT-mini), so "
+                             "its fine-tuning runs can go on on a new machine")
     parser.add_argument("--arms", metavar="A,B",
                         help="train only these arms (and the pretraining they need), e.g. "
                              "'minilm' on one machine while another pretrains; the report "
@@ -60,6 +65,10 @@ def main(argv=None):
     if not args.study or not args.out:
         print("error: give a study name and --out DIR (or --list)", file=sys.stderr)
         return 2
+    if args.keep_weights and not args.records:
+        print("error: --keep_weights keeps weights in the records: give --records DIR too",
+              file=sys.stderr)
+        return 2
 
     try:
         import matplotlib  # noqa: F401  (checked now, not after hours of training)
@@ -75,7 +84,8 @@ def main(argv=None):
     try:
         spec = spec_lib.load_study(args.study, args.profile)
         arms = [name.strip() for name in args.arms.split(",")] if args.arms else None
-        study = runner.Study(spec, args.out, args.profile, log, args.records, arms)
+        study = runner.Study(spec, args.out, args.profile, log, args.records, arms,
+                             args.keep_weights)
         log(f"study {spec.name} (profile {args.profile}) in {study.out_dir}")
         results = study.run(execute=not args.report_only)
     except (config_lib.ConfigError, FileNotFoundError, ValueError, units.UnitFailedError) as e:

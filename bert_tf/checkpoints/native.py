@@ -110,6 +110,39 @@ def save(model, directory, tokenizer_contract=None, vocab_file=None, record=None
     return checkpoint.write(os.path.join(directory, WEIGHTS_PREFIX))
 
 
+def save_final_weights(run_dir: str, destination: str) -> list[str]:
+    """Writes a training run's newest weights, without optimizer state, as a `save` directory.
+
+    A training checkpoint carries the optimizer's two slots per weight and the
+    input state, three times the weights' size; this keeps only what a
+    fine-tuning run starts from. The metadata and vocabulary are copied as the
+    run wrote them. The index file is written last, so a copy cut short is
+    not taken for weights (`weights_prefix` looks for it).
+
+    Args:
+      run_dir: a trainer `model_dir` (or any directory `load_model` reads).
+      destination: the directory to write (created if missing).
+
+    Returns:
+      The names of the files written into `destination`.
+    """
+    model, _ = load_model(run_dir)
+    os.makedirs(destination, exist_ok=True)
+    names = [METADATA_NAME] + ([VOCAB_NAME] if os.path.isfile(os.path.join(run_dir, VOCAB_NAME))
+                               else [])
+    for name in names:
+        shutil.copyfile(os.path.join(run_dir, name), os.path.join(destination, name))
+    temporary = os.path.join(destination, f"{WEIGHTS_PREFIX}-partial-{os.getpid()}")
+    tf.train.Checkpoint(**{WEIGHTS_KEY: weights_dict(model)}).write(temporary)
+    written = sorted(name for name in os.listdir(destination)
+                     if name.startswith(os.path.basename(temporary) + "."))
+    for name in sorted(written, key=lambda name: name.endswith(".index")):
+        final = WEIGHTS_PREFIX + name[len(os.path.basename(temporary)):]
+        os.replace(os.path.join(destination, name), os.path.join(destination, final))
+        names.append(final)
+    return names
+
+
 def read_metadata(directory):
     path = os.path.join(directory, METADATA_NAME)
     metadata = read_json_object(path)

@@ -6,19 +6,26 @@ resolved config, the final evaluation, the TensorBoard curves and the wall
 times. Those few files are a run's *record*. `save` copies the record of every
 finished run, with `report.md`, `results.json` and the plots, into a records
 directory small enough to commit; `restore` copies finished runs back into an
-output directory that lacks them or holds them unfinished. So a study whose machine is lost goes on
-from its committed records: the finished runs are skipped, the unfinished ones
-start over, and the corpus (built from `../shared/` by a fixed seed) is built
-again. A restored pretraining has no weights: the runs that start from it
-need its checkpoint, and the runner says so before it starts one.
+output directory that lacks them or holds them unfinished. So a study whose
+machine is lost goes on from its committed records: the finished runs are
+skipped, the unfinished ones start over, and the corpus (built from `../shared/`
+by a fixed seed) is built again.
+
+A pretraining's record may also keep its final weights (`keep_weights`; a
+native `weights` directory without optimizer state, about 45 MB for BERT-mini)
+because the fine-tuning runs start from them: restored, they are what those
+runs load. A pretraining restored without weights cannot start them, and the
+runner says so before it starts one.
 """
 
 import filecmp
 import os
 import shutil
 import time
+from collections.abc import Collection
 
 from bert_tf import sweep
+from bert_tf.checkpoints import native
 from bert_tf.studies import report
 from bert_tf.studies.units import LOCK_FILE, TIMES_FILE, lock_file
 from bert_tf.training.run_lock import LOCK_FILE as TRAINER_LOCK_FILE
@@ -31,6 +38,10 @@ CURVE_DIRS = ("train", "eval")
 REPORT_FILES = (report.REPORT_FILE, report.RESULTS_FILE)
 # Where `restore` moves what an unfinished run left, inside the run's folder.
 SET_ASIDE_PREFIX = "unfinished-"
+# The files of kept weights (`native.save_final_weights`); a trainer's own
+# run folder has the first two as well, so they travel only beside a `weights` index.
+WEIGHTS_INDEX = native.WEIGHTS_PREFIX + ".index"
+WEIGHTS_METADATA = (native.METADATA_NAME, native.VOCAB_NAME)
 
 
 def finished_runs(root: str) -> list[str]:
@@ -51,8 +62,9 @@ def finished_runs(root: str) -> list[str]:
 def _record_paths(run_dir):
     """Paths (relative to the run folder) of the files of the run's record that exist.
 
-    The final evaluation comes last: it is what marks a run finished, so a copy
-    cut short leaves a run that is not finished rather than one missing its curves.
+    Kept weights come before the index that marks them whole, and the final
+    evaluation comes last: it is what marks a run finished, so a copy cut short
+    leaves a run that is not finished rather than one missing its curves or weights.
     """
     paths = []
     for curves in CURVE_DIRS:
@@ -61,7 +73,12 @@ def _record_paths(run_dir):
             paths += [os.path.join(curves, name) for name in sorted(os.listdir(folder))
                       if name.startswith("events.out.tfevents.")]
     paths += [name for name in RECORD_FILES if os.path.isfile(os.path.join(run_dir, name))]
-    return sorted(paths, key=lambda path: path == EVAL_RESULTS_FILE)
+    if os.path.isfile(os.path.join(run_dir, WEIGHTS_INDEX)):
+        paths += [name for name in sorted(os.listdir(run_dir))
+                  if name.startswith(native.WEIGHTS_PREFIX + ".data-")]
+        paths += [name for name in WEIGHTS_METADATA if os.path.isfile(os.path.join(run_dir, name))]
+        paths.append(WEIGHTS_INDEX)
+    return sorted(paths, key=lambda path: (path == EVAL_RESULTS_FILE, path == WEIGHTS_INDEX))
 
 
 def _copy_if_changed(source, destination):
@@ -85,7 +102,21 @@ def _copy_run(source_root, destination_root, run):
                          os.path.join(destination_root, run, path))
 
 
-def save(out_dir: str, records_dir: str) -> list[str]:
+def _keep_weights(run_dir, record_dir):
+    """Writes the run's final weights into its record unless they are there already.
+
+    A run restored from records that kept no weights has none to keep.
+    """
+    if os.path.isfile(os.path.join(record_dir, WEIGHTS_INDEX)):
+        return
+    try:
+        native.weights_prefix(run_dir)
+    except FileNotFoundError:
+        return
+    native.save_final_weights(run_dir, record_dir)
+
+
+def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> list[str]:
     """Copies the report and every finished run's record from `out_dir` to `records_dir`.
 
     Files already equal are left alone, so saving after every cell costs little
@@ -94,12 +125,17 @@ def save(out_dir: str, records_dir: str) -> list[str]:
     Args:
       out_dir: the study's output directory.
       records_dir: where the records go (created if missing).
+      keep_weights: runs (paths relative to `out_dir`, e.g. "pretraining/mlm_nsp")
+        whose final weights are kept in their record once they are finished.
 
     Returns:
       The finished runs (relative paths) now recorded.
     """
     runs = finished_runs(out_dir)
     for run in runs:
+        if run in keep_weights:
+            # Before the record's evaluation file: a record that says finished has its weights.
+            _keep_weights(os.path.join(out_dir, run), os.path.join(records_dir, run))
         _copy_run(out_dir, records_dir, run)
     for name in REPORT_FILES:
         if os.path.isfile(os.path.join(out_dir, name)):
@@ -122,7 +158,8 @@ def _set_aside(run_dir):
       The folder the files went to, or None when there was nothing to move.
     """
     names = [name for name in os.listdir(run_dir)
-             if name not in (LOCK_FILE, TRAINER_LOCK_FILE) and not name.startswith(SET_ASIDE_PREFIX)]
+             if name not in (LOCK_FILE, TRAINER_LOCK_FILE)
+             and not name.startswith(SET_ASIDE_PREFIX)]
     if not names:
         return None
     aside = os.path.join(run_dir, SET_ASIDE_PREFIX + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))

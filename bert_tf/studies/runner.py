@@ -66,11 +66,13 @@ class Study:
         None keeps none.
       arms: names of the arms whose runs (and the pretraining they need) this
         process trains; None trains every arm. The report covers every arm.
+      keep_weights: whether the records also keep each finished pretraining's
+        final weights, so its fine-tuning runs can go on on a new machine.
     """
 
     def __init__(self, spec: spec_lib.StudySpec, out_dir: str, profile: str = "full",
                  log: Callable[[str], None] = print, records_dir: str | None = None,
-                 arms: Sequence[str] | None = None):
+                 arms: Sequence[str] | None = None, keep_weights: bool = False):
         self.spec = spec
         self.out_dir = os.path.abspath(out_dir)
         self.profile = profile
@@ -87,6 +89,7 @@ class Study:
                              f"{spec.name!r}; its arms: {', '.join(known)}")
         self.arms = None if arms is None else [arm for arm in spec.all_arms() if arm.name in arms]
         self.vocab_file = os.path.join(shared_data.data_dir(), spec.vocab_file)
+        self.keep_weights = keep_weights
 
     # -- paths -------------------------------------------------------------------
 
@@ -152,8 +155,8 @@ class Study:
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"arm {arm.name!r} fine-tunes from pretraining/{arm.pretraining}, which is "
-                f"finished but has no checkpoint in {pretraining_dir} (restored from the "
-                "records, which keep no weights): copy the run's checkpoint files there "
+                f"finished but has no checkpoint in {pretraining_dir} (restored from "
+                "records kept without --keep_weights): copy the run's checkpoint files there "
                 f"(checkpoint, ckpt-N.*, {native.METADATA_NAME}, vocab.txt), or delete that "
                 "folder to pretrain it again") from None
 
@@ -283,7 +286,7 @@ class Study:
                 self.main_metric(task)
         os.makedirs(self.out_dir, exist_ok=True)
         if self.records_dir:
-            restored = records.restore(self.records_dir, self.out_dir)
+            restored = records.restore(self.records_dir, self.out_dir, self.log)
             if restored:
                 self.log(f"restored {len(restored)} finished runs from {self.records_dir}")
         corpus = None
@@ -358,4 +361,6 @@ class Study:
         of six MiniLM runs takes hours on a slow machine.
         """
         if self.records_dir:
-            records.save(self.out_dir, self.records_dir)
+            weights = ([os.path.relpath(self.pretraining_dir(entry.name), self.out_dir)
+                        for entry in self.spec.pretraining] if self.keep_weights else [])
+            records.save(self.out_dir, self.records_dir, weights)

@@ -14,6 +14,7 @@ import sys
 import pytest
 import yaml
 
+from bert_tf.checkpoints import native
 from bert_tf.studies import spec as spec_lib
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     shared_file("vocab", "bert-base-uncased-vocab.txt")
     shared_file("glue", "STS-B", "train.tsv")
     out, kept = tmp_path / "study", tmp_path / "records"
-    first = _run(out, "pretrain_vs_random", "--records", str(kept))
+    first = _run(out, "pretrain_vs_random", "--records", str(kept), "--keep_weights")
     assert first.count(": running") == 3  # pretraining, then each arm's one run
     results = json.loads((out / "results.json").read_text())
     (pretraining,) = results["pretraining"]
@@ -61,9 +62,12 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     assert "| stsb | pearson |" in report and "Held-out at step 8" in report
     for plot in ("pretraining.png", "dev_scores.png"):
         assert (out / "plots" / plot).read_bytes()[:4] == b"\x89PNG"
-    # The records hold the report and the three runs, no weights.
+    # The records hold the report, the three runs and the pretraining's final weights
+    # (no training checkpoints, no fine-tuned weights).
     assert (kept / "report.md").read_text() == report
     assert not list(kept.rglob("ckpt-*")) and not list(kept.rglob("*.weights.h5"))
+    assert [p.relative_to(kept).as_posix() for p in kept.rglob("weights.index")] == [
+        "pretraining/mlm_nsp/weights.index"]
     # Everything is finished: on a new machine (an empty --out) the records are
     # copied back, nothing trains and the report has the same numbers.
     second = _run(tmp_path / "new_machine", "pretrain_vs_random", "--records", str(kept))
@@ -72,6 +76,12 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     assert [c["seed_scores"] for c in again["finetuning"]] == \
         [c["seed_scores"] for c in results["finetuning"]]
     assert again["pretraining"][0]["final_eval"] == results["pretraining"][0]["final_eval"]
+    # The restored pretraining holds the weights its arm fine-tuned from.
+    trained, _ = native.load_model(str(out / "pretraining" / "mlm_nsp"))  # from ckpt-8
+    restored, _ = native.load_model(str(tmp_path / "new_machine" / "pretraining" / "mlm_nsp"))
+    restored_weights = native.weights_dict(restored)
+    for name, variable in native.weights_dict(trained).items():
+        assert (restored_weights[name].numpy() == variable.numpy()).all(), name
 
 
 def test_a_fine_tuning_only_study_needs_no_corpus(tmp_path, shared_file):

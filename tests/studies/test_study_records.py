@@ -126,3 +126,81 @@ def test_the_final_evaluation_is_copied_last(tmp_path):
     run = tmp_path / "run"
     _run_folder(str(run), {"pearson": 0.5})
     assert records._record_paths(str(run))[-1] == "eval_results.json"
+
+
+def _pretraining_with_checkpoint(run_dir):
+    """A finished pretraining run whose `ckpt-3` holds the weights and optimizer-like state."""
+    import tensorflow as tf
+
+    from bert_tf.checkpoints import native
+    from bert_tf.models import BertEncoder, BertPretrainer
+    from tests.helpers import TINY
+
+    _run_folder(str(run_dir), {"mlm_accuracy": 0.1},
+                extra={"model": {"encoder": TINY.to_dict()},
+                       "data": {"vocab_file": "/v/vocab.txt", "lower_case": True}})
+    for name in ("ckpt-10.index", "ckpt-10.data-00000-of-00001", "checkpoint"):
+        os.remove(os.path.join(run_dir, name))
+    model = BertPretrainer(BertEncoder.from_encoder_config(TINY))
+    native.write_metadata(model, str(run_dir))
+    (run_dir / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    weights = native.weights_dict(model)
+    # Twice the weights' size beside them, as Adam's two slots are in a real checkpoint.
+    slots = {name: tf.Variable(tf.zeros([2, *variable.shape]))
+             for name, variable in weights.items()}
+    checkpoint = tf.train.Checkpoint(weights=weights, optimizer_slots=slots)
+    tf.train.CheckpointManager(checkpoint, str(run_dir), max_to_keep=1).save(checkpoint_number=3)
+    return {name: variable.numpy() for name, variable in weights.items()}
+
+
+def test_kept_weights_travel_with_the_pretraining_record_without_optimizer_state(tmp_path):
+    from bert_tf.checkpoints import native
+
+    spec = spec_lib.load_study("pretrain_vs_random")
+    out, kept = tmp_path / "out", tmp_path / "records"
+    run = out / "pretraining" / "mlm_nsp"
+    expected = _pretraining_with_checkpoint(run)
+    assert len(expected) > 20  # every weight of a two-layer pretrainer
+
+    assert records.save(str(out), str(kept), keep_weights=["pretraining/mlm_nsp"]) == [
+        "pretraining/mlm_nsp"]
+    record = kept / "pretraining" / "mlm_nsp"
+    assert (record / "weights.index").exists() and not list(record.glob("ckpt-*"))
+    kept_bytes = sum(p.stat().st_size for p in record.glob("weights.*"))
+    checkpoint_bytes = sum(p.stat().st_size for p in run.glob("ckpt-3.*"))
+    assert kept_bytes < checkpoint_bytes / 2  # the optimizer's state stayed behind
+    # The weights were written once: saving again leaves them alone.
+    os.utime(record / "weights.index", (1, 1))
+    records.save(str(out), str(kept), keep_weights=["pretraining/mlm_nsp"])
+    assert os.stat(record / "weights.index").st_mtime == 1
+
+    # On a new machine the restored pretraining is what its arm starts from.
+    study = runner.Study(spec, str(tmp_path / "new_machine"), log=lambda message: None,
+                         records_dir=str(kept))
+    assert records.restore(study.records_dir, study.out_dir) == ["pretraining/mlm_nsp"]
+    study._require_pretrained_weights(spec.arms[0])
+    model, _ = native.load_model(study.pretraining_dir("mlm_nsp"))
+    restored = native.weights_dict(model)
+    assert sorted(restored) == sorted(expected)
+    for name, array in expected.items():
+        assert (restored[name].numpy() == array).all(), name
+
+
+def test_without_keep_weights_only_the_record_is_saved(tmp_path):
+    out, kept = tmp_path / "out", tmp_path / "records"
+    _pretraining_with_checkpoint(out / "pretraining" / "mlm_nsp")
+    records.save(str(out), str(kept))
+    record = kept / "pretraining" / "mlm_nsp"
+    assert sorted(p.name for p in record.iterdir() if p.is_file()) == [
+        "eval_results.json", "params.yaml", "unit_times.jsonl"]
+
+
+def test_kept_weights_are_copied_before_their_index_and_the_evaluation_last(tmp_path):
+    record = tmp_path / "record"
+    _run_folder(str(record), {"mlm_accuracy": 0.1})
+    for name in ("weights.index", "weights.data-00000-of-00001", "bert_tf_model.json"):
+        (record / name).write_bytes(b"w")
+    paths = records._record_paths(str(record))
+    assert paths[-2:] == ["weights.index", "eval_results.json"]
+    assert {"weights.data-00000-of-00001", "bert_tf_model.json", "vocab.txt"} <= set(paths)
+    assert not [path for path in paths if path.startswith("ckpt-") or path == "checkpoint"]
