@@ -35,7 +35,8 @@ def parse_args(argv):
                         help="keep the report and every finished run's record (config, "
                              "evaluation, curves, wall time; no checkpoints) in DIR, e.g. in a "
                              "git repository, and first copy back runs finished there but "
-                             "missing from --out, so a study goes on on a new machine")
+                             "missing or unfinished in --out (an unfinished copy is moved "
+                             "aside), so a study goes on on a new machine")
     parser.add_argument("--keep_weights", action="store_true",
                         help="with --records, keep each finished pretraining's final weights "
                              "there too (no optimizer state; about 45 MB for BERT-mini), so "

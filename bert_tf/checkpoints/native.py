@@ -128,18 +128,27 @@ def save_final_weights(run_dir: str, destination: str) -> list[str]:
     """
     model, _ = load_model(run_dir)
     os.makedirs(destination, exist_ok=True)
+    partial = f"partial-{os.getpid()}"
     names = [METADATA_NAME] + ([VOCAB_NAME] if os.path.isfile(os.path.join(run_dir, VOCAB_NAME))
                                else [])
-    for name in names:
-        shutil.copyfile(os.path.join(run_dir, name), os.path.join(destination, name))
-    temporary = os.path.join(destination, f"{WEIGHTS_PREFIX}-partial-{os.getpid()}")
-    tf.train.Checkpoint(**{WEIGHTS_KEY: weights_dict(model)}).write(temporary)
-    written = sorted(name for name in os.listdir(destination)
-                     if name.startswith(os.path.basename(temporary) + "."))
-    for name in sorted(written, key=lambda name: name.endswith(".index")):
-        final = WEIGHTS_PREFIX + name[len(os.path.basename(temporary)):]
-        os.replace(os.path.join(destination, name), os.path.join(destination, final))
-        names.append(final)
+    try:
+        for name in names:
+            shutil.copyfile(os.path.join(run_dir, name), os.path.join(destination, name + partial))
+            os.replace(os.path.join(destination, name + partial), os.path.join(destination, name))
+        temporary = os.path.join(destination, f"{WEIGHTS_PREFIX}-{partial}")
+        tf.train.Checkpoint(**{WEIGHTS_KEY: weights_dict(model)}).write(temporary)
+        written = sorted(name for name in os.listdir(destination)
+                         if name.startswith(os.path.basename(temporary) + "."))
+        for name in sorted(written, key=lambda name: name.endswith(".index")):
+            final = WEIGHTS_PREFIX + name[len(os.path.basename(temporary)):]
+            os.replace(os.path.join(destination, name), os.path.join(destination, final))
+            names.append(final)
+    finally:
+        # Nothing half-written stays behind (the destination may be committed).
+        for name in os.listdir(destination):
+            if partial in name:
+                path = os.path.join(destination, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     return names
 
 

@@ -11,9 +11,10 @@ machine is lost goes on from its committed records: the finished runs are
 skipped, the unfinished ones start over, and the corpus (built from `../shared/`
 by a fixed seed) is built again.
 
-A pretraining's record may also keep its final weights (`keep_weights`; a
-native `weights` directory without optimizer state, about 45 MB for BERT-mini)
-because the fine-tuning runs start from them: restored, they are what those
+A pretraining's record may also keep its final weights (`keep_weights`: a
+`weights.*` checkpoint without optimizer state beside the model's
+`bert_tf_model.json` and vocabulary, about 45 MB for BERT-mini), because the
+fine-tuning runs start from them: restored, they are what those
 runs load. A pretraining restored without weights cannot start them, and the
 runner says so before it starts one.
 """
@@ -22,7 +23,7 @@ import filecmp
 import os
 import shutil
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from bert_tf import sweep
 from bert_tf.checkpoints import native
@@ -42,6 +43,8 @@ SET_ASIDE_PREFIX = "unfinished-"
 # run folder has the first two as well, so they travel only beside a `weights` index.
 WEIGHTS_INDEX = native.WEIGHTS_PREFIX + ".index"
 WEIGHTS_METADATA = (native.METADATA_NAME, native.VOCAB_NAME)
+# Held in the run's folder (not the records) while its weights are written.
+KEEP_WEIGHTS_LOCK = "keep_weights.lock"
 
 
 def finished_runs(root: str) -> list[str]:
@@ -113,7 +116,10 @@ def _keep_weights(run_dir, record_dir):
         native.weights_prefix(run_dir)
     except FileNotFoundError:
         return
-    native.save_final_weights(run_dir, record_dir)
+    # Two processes of a study may save at once: one writes, the other then finds the index.
+    with lock_file(os.path.join(run_dir, KEEP_WEIGHTS_LOCK), wait=True):
+        if not os.path.isfile(os.path.join(record_dir, WEIGHTS_INDEX)):
+            native.save_final_weights(run_dir, record_dir)
 
 
 def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> list[str]:
@@ -162,21 +168,27 @@ def _set_aside(run_dir):
              and not name.startswith(SET_ASIDE_PREFIX)]
     if not names:
         return None
-    aside = os.path.join(run_dir, SET_ASIDE_PREFIX + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside, attempt = os.path.join(run_dir, SET_ASIDE_PREFIX + stamp), 1
+    while os.path.exists(aside):  # set aside twice within a second
+        attempt += 1
+        aside = os.path.join(run_dir, f"{SET_ASIDE_PREFIX}{stamp}-{attempt}")
     os.makedirs(aside)
     for name in names:
         os.replace(os.path.join(run_dir, name), os.path.join(aside, name))
     return aside
 
 
-def restore(records_dir: str, out_dir: str, log=print) -> list[str]:
+def restore(records_dir: str, out_dir: str,
+            log: Callable[[str], None] = print) -> list[str]:
     """Copies into `out_dir` every run finished in `records_dir` and not finished there.
 
     A run unfinished in `out_dir` (killed, or started on this machine while
     another one finished it) is superseded by its finished record: its files
     are moved into an `unfinished-<time>` folder inside the run folder, not
     deleted, and the record is copied in. A run that another process is
-    training right now (it holds the unit's lock) is left alone.
+    training right now (it holds the unit's lock, or a trainer holds the run's)
+    is left alone.
 
     Args:
       records_dir: a directory written by `save` (missing: nothing to restore).
@@ -194,9 +206,11 @@ def restore(records_dir: str, out_dir: str, log=print) -> list[str]:
         if sweep.finished_results(run_dir) is not None:
             continue
         os.makedirs(run_dir, exist_ok=True)
-        # The unit's own lock: another process of the study cannot start it mid-copy.
-        with lock_file(os.path.join(run_dir, LOCK_FILE), wait=False) as lock:
-            if lock is None or sweep.finished_results(run_dir) is not None:
+        # The unit's own lock: another process of the study cannot start it mid-copy;
+        # the trainer's: a trainer started by hand in the folder is not moved from under.
+        with lock_file(os.path.join(run_dir, LOCK_FILE), wait=False) as lock, \
+                lock_file(os.path.join(run_dir, TRAINER_LOCK_FILE), wait=False) as trainer:
+            if lock is None or trainer is None or sweep.finished_results(run_dir) is not None:
                 continue
             aside = _set_aside(run_dir)
             if aside is not None:

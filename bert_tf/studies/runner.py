@@ -8,9 +8,10 @@ Layout of the output directory:
     results.json, report.md, plots/  rewritten after every finished (arm, task)
 
 With a records directory (`bert_tf.studies.records`), the report and every
-finished run's record (no checkpoints) are copied there as runs finish, and
-runs finished there but missing here are copied back before anything runs, so
-a committed records directory carries a study over to a new machine.
+finished run's record (no checkpoints; with `keep_weights`, each pretraining's
+final weights) are copied there as runs finish, and runs finished there but
+missing or unfinished here are copied back before anything runs, so a
+committed records directory carries a study over to a new machine.
 
 The selection rule is the same for every arm: each learning rate of the grid
 is tried with the first seed, the learning rate with the best main dev
@@ -135,15 +136,16 @@ class Study:
         pretraining_dir = self.pretraining_dir(arm.pretraining)
         if arm.kind == "pretrained":
             return pretraining_dir, []
-        # random: the pretraining run's encoder config, the study's vocabulary (the one the
-        # pretraining was given; not the path in its params.yaml, which names the folders of
-        # the machine that pretrained, maybe restored from records), fresh weights.
+        # random: the pretraining run's encoder config and casing, the study's vocabulary
+        # (the file the pretraining was given; not the path in its params.yaml, which names
+        # the folders of the machine that pretrained, maybe restored from records), fresh
+        # weights.
         params_path = os.path.join(pretraining_dir, PARAMS_FILE)
         with open(params_path, encoding="utf-8") as f:
             params = yaml.safe_load(f)
         return None, [_json_override("model.encoder", params["model"]["encoder"]),
                       _json_override("data.vocab_file", self.vocab_file),
-                      f"data.lower_case={str(self.spec.lower_case).lower()}"]
+                      f"data.lower_case={str(params['data']['lower_case']).lower()}"]
 
     def _require_pretrained_weights(self, arm):
         """Raises FileNotFoundError when the arm's pretraining left no checkpoint here."""

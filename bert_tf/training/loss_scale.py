@@ -23,12 +23,22 @@ class LossScale(tf.Module):
                  name="loss_scale"):
         super().__init__(name=name)
         self.enabled = enabled
+        self.initial_scale = initial_scale
         self.growth_interval = growth_interval
         aggregation = tf.VariableAggregation.ONLY_FIRST_REPLICA
         self.scale = tf.Variable(initial_scale if enabled else 1.0, trainable=False,
                                  dtype=tf.float32, aggregation=aggregation, name="scale")
         self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64,
                                       aggregation=aggregation, name="good_steps")
+
+    def reset(self):
+        """Starts the scale over, for a run that scaled no loss before this resume.
+
+        A checkpoint of a float32 or bf16 run holds the disabled scale (1.0); a
+        float16 run resumed from it would start at the minimum scale and underflow.
+        """
+        self.scale.assign(self.initial_scale if self.enabled else 1.0)
+        self.good_steps.assign(0)
 
     def scale_loss(self, loss):
         return loss * self.scale if self.enabled else loss

@@ -13,6 +13,8 @@ import logging
 
 import tensorflow as tf
 
+from bert_tf.training import strategies
+
 AUTO = "auto"
 FLOAT32 = "float32"
 BFLOAT16 = "mixed_bfloat16"
@@ -96,6 +98,13 @@ def resolve(precision: str, strategy: tf.distribute.Strategy) -> str:
     """
     if precision != AUTO:
         return precision
+    workers = strategies.num_workers(strategy)
+    if workers > 1:
+        # Each worker would choose by its own hardware; replicas of one run must agree
+        # (a float16 worker scales its loss, a bf16 one does not, and gradients are summed).
+        raise ValueError(f"runtime.mixed_precision=auto cannot be used by a run of {workers} "
+                         f"workers, which may differ in hardware: set one of "
+                         f"{FLOAT32}, {BFLOAT16}, {FLOAT16}")
     device = _device_kind(strategy)
     chosen, reason = choose_precision(
         device, cpu_flags() if device == "cpu" else frozenset(),

@@ -124,6 +124,15 @@ def is_chief(strategy):
     return task_type == "worker" and task_id == 0 and not has_chief
 
 
+def num_workers(strategy):
+    """Machines (processes) of the run: 1 without a cluster."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return max(len(cluster.get("worker", [])) + len(cluster.get("chief", [])), 1)
+
+
 def worker_id(strategy):
     """This worker's index in the cluster (0 without a cluster)."""
     resolver = getattr(strategy, "cluster_resolver", None)

@@ -161,9 +161,14 @@ class Trainer:
 
         params.yaml records the choice; a resumed run chooses again, so a run
         moved to other hardware computes in what is fastest there (the weights
-        and optimizer slots are float32 under every policy).
+        and optimizer slots are float32 under every policy). The previous run's
+        policy is kept: a run that moves into float16 starts its loss scale over.
         """
         runtime = self.experiment.runtime
+        path = os.path.join(self.model_dir, PARAMS_FILE)
+        # The policy of the run this one may resume (read before params.yaml is rewritten).
+        self._previous_precision = (config_lib.load_yaml(path).get("runtime", {}).get(
+            "mixed_precision") if os.path.isfile(path) else None)
         chosen = precision.resolve(runtime.mixed_precision, self.strategy)
         if chosen != runtime.mixed_precision:
             self.experiment = dataclasses.replace(
@@ -242,6 +247,11 @@ class Trainer:
                              self.init_checkpoint, self.model_dir)
             if self.chief:
                 drop_events_after(self.model_dir, int(self.step.numpy()))
+            if self.loss_scale.enabled and self._previous_precision not in (None, "mixed_float16"):
+                # The checkpoint holds the unused scale of a run that did not scale its loss.
+                logging.info("the run was %s until now: the float16 loss scale starts over",
+                             self._previous_precision)
+                self.loss_scale.reset()
         elif self.chief:
             # Events of an earlier attempt that died before its first checkpoint.
             drop_events_after(self.model_dir, -1)

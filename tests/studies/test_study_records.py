@@ -101,6 +101,22 @@ def test_a_run_training_in_another_process_is_not_restored_over(tmp_path):
     assert not [p for p in running.iterdir() if p.name.startswith("unfinished-")]
 
 
+def test_a_run_a_trainer_holds_is_not_restored_over(tmp_path):
+    from bert_tf.training.run_lock import RunLock
+
+    kept, out = tmp_path / "records", tmp_path / "out"
+    _run_folder(str(kept / "finetune" / "a" / "stsb" / "lr0.0001_seed0"), {"pearson": 0.5})
+    running = out / "finetune" / "a" / "stsb" / "lr0.0001_seed0"
+    _run_folder(str(running), {"pearson": 0.1}, reached=5)
+    lock = RunLock(str(running))  # `python -m bert_tf.train` started by hand in the folder
+    try:
+        assert records.restore(str(kept), str(out)) == []
+    finally:
+        lock.release()
+    assert json.loads((running / "eval_results.json").read_text())["step"] == 5
+    assert records.restore(str(kept), str(out)) == ["finetune/a/stsb/lr0.0001_seed0"]
+
+
 def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp_path,
                                                                            monkeypatch):
     spec = spec_lib.load_study("pretrain_vs_random")
@@ -204,3 +220,22 @@ def test_kept_weights_are_copied_before_their_index_and_the_evaluation_last(tmp_
     assert paths[-2:] == ["weights.index", "eval_results.json"]
     assert {"weights.data-00000-of-00001", "bert_tf_model.json", "vocab.txt"} <= set(paths)
     assert not [path for path in paths if path.startswith("ckpt-") or path == "checkpoint"]
+
+
+def test_weights_cut_short_leave_nothing_half_written(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    out, kept = tmp_path / "out", tmp_path / "records"
+    _pretraining_with_checkpoint(out / "pretraining" / "mlm_nsp")
+
+    def full_disk(self, prefix, *args, **kwargs):
+        with open(f"{prefix}.data-00000-of-00001", "wb") as f:
+            f.write(b"half")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(tf.train.Checkpoint, "write", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        records.save(str(out), str(kept), keep_weights=["pretraining/mlm_nsp"])
+    record = kept / "pretraining" / "mlm_nsp"
+    assert not [p.name for p in record.iterdir() if "partial" in p.name or "weights" in p.name]
+    assert not (record / "eval_results.json").exists()  # not taken for a finished record

@@ -3,7 +3,7 @@
 import pytest
 import tensorflow as tf
 
-from bert_tf.training import precision
+from bert_tf.training import precision, strategies
 from bert_tf.training.trainer_config import RuntimeConfig
 
 
@@ -39,6 +39,16 @@ def test_auto_on_this_machine_follows_its_cpu_flags(monkeypatch):
     assert precision.resolve("auto", strategy) == "mixed_bfloat16"
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
     assert precision.resolve("auto", strategy) == "float32"
+
+
+def test_auto_is_refused_by_a_run_of_several_workers(monkeypatch):
+    strategy = tf.distribute.get_strategy()
+    assert strategies.num_workers(strategy) == 1
+    monkeypatch.setattr(strategies, "num_workers", lambda strategy: 2)
+    with pytest.raises(ValueError, match="auto cannot be used by a run of 2 workers.*set one "
+                                         "of float32, mixed_bfloat16, mixed_float16"):
+        precision.resolve("auto", strategy)
+    assert precision.resolve("mixed_bfloat16", strategy) == "mixed_bfloat16"
 
 
 def test_the_config_accepts_auto_and_names_the_choices_otherwise():

@@ -1,6 +1,7 @@
 """The trainer in-process on real text: summaries, checkpoints, faults, precision, init."""
 
 import glob
+import logging
 import os
 
 import numpy as np
@@ -146,22 +147,28 @@ def test_mixed_precision_trains(write_config, tmp_path, precision):
 
 @pytest.mark.slow
 def test_auto_precision_is_recorded_and_chosen_again_on_resume(write_config, tmp_path,
-                                                               monkeypatch):
+                                                               monkeypatch, caplog):
     from bert_tf.training import precision
 
-    config = write_config(trainer={"train_steps": 4, "eval_every": 0, "checkpoint_every": 2},
+    config = write_config(trainer={"train_steps": 4, "eval_every": 0, "checkpoint_every": 2,
+                                   "steps_per_loop": 2},
                           runtime={"mixed_precision": "auto"})
     run_dir = tmp_path / "run"
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "amx_bf16"}))
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
     assert train_in_process(config, run_dir, "trainer.train_steps=2") == 0
     params = yaml.safe_load((run_dir / "params.yaml").read_text())
-    assert params["runtime"]["mixed_precision"] == "mixed_bfloat16"
-    # The run moves to a CPU without native bf16: it resumes in float32 and says so.
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
-    assert train_in_process(config, run_dir) == 0
-    params = yaml.safe_load((run_dir / "params.yaml").read_text())
     assert params["runtime"]["mixed_precision"] == "float32"
-    assert os.path.exists(run_dir / "ckpt-4.index")
+    # The run moves to a GPU with float16 tensor cores: it resumes in mixed_float16, and
+    # its loss scale starts high, not at the float32 run's unused 1.0 (float16 would underflow).
+    monkeypatch.setattr(precision, "_device_kind", lambda strategy: "gpu")
+    monkeypatch.setattr(precision, "_slowest_gpu_capability", lambda: (7, 0))
+    with caplog.at_level(logging.INFO):
+        assert train_in_process(config, run_dir) == 0
+    assert any(f"resumed from {run_dir / 'ckpt-2'}" in r.getMessage() for r in caplog.records)
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    assert params["runtime"]["mixed_precision"] == "mixed_float16"
+    scales = dict(read_events(run_dir / "train")["optimizer/loss_scale"])
+    assert float(scales[2]) == 1.0 and float(scales[4]) >= 2.0 ** 14
 
 
 @pytest.mark.slow
