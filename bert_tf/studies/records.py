@@ -15,8 +15,10 @@ A pretraining's record may also keep its final weights (`keep_weights`: a
 `weights.*` checkpoint without optimizer state beside the model's
 `bert_tf_model.json` and vocabulary, about 45 MB for BERT-mini), because the
 fine-tuning runs start from them: restored, they are what those
-runs load. A pretraining restored without weights cannot start them, and the
-runner says so before it starts one.
+runs load. A record kept without weights does not supersede a run here that
+holds a checkpoint of its own (that run goes on), and a pretraining restored
+without weights is pretrained again by the runner when none of its fine-tuning
+runs has finished yet (see `bert_tf.studies.runner`).
 """
 
 import filecmp
@@ -100,9 +102,31 @@ def _copy_if_changed(source, destination):
 
 
 def _copy_run(source_root, destination_root, run):
-    for path in _record_paths(os.path.join(source_root, run)):
+    """Makes the destination's record of `run` the source's: copies, then drops stale curves.
+
+    A run trained again (a pretraining whose record had no weights) writes new
+    event files; the old ones would otherwise sit beside them as a second curve.
+    """
+    paths = _record_paths(os.path.join(source_root, run))
+    for path in paths:
         _copy_if_changed(os.path.join(source_root, run, path),
                          os.path.join(destination_root, run, path))
+    for path in _record_paths(os.path.join(destination_root, run)):
+        if os.path.dirname(path) in CURVE_DIRS and path not in paths:
+            os.remove(os.path.join(destination_root, run, path))
+
+
+def has_weights(run_dir: str) -> bool:
+    """Whether `run_dir` holds weights a fine-tuning run can start from.
+
+    Args:
+      run_dir: a trainer's run folder, or a record with kept weights.
+    """
+    try:
+        native.weights_prefix(run_dir)  # the loader's own test for weights
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _keep_weights(run_dir, record_dir):
@@ -110,11 +134,7 @@ def _keep_weights(run_dir, record_dir):
 
     A run restored from records that kept no weights has none to keep.
     """
-    if os.path.isfile(os.path.join(record_dir, WEIGHTS_INDEX)):
-        return
-    try:
-        native.weights_prefix(run_dir)
-    except FileNotFoundError:
+    if os.path.isfile(os.path.join(record_dir, WEIGHTS_INDEX)) or not has_weights(run_dir):
         return
     # Two processes of a study may save at once: one writes, the other then finds the index.
     with lock_file(os.path.join(run_dir, KEEP_WEIGHTS_LOCK), wait=True):
@@ -154,11 +174,14 @@ def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> 
     return runs
 
 
-def _set_aside(run_dir):
+def set_aside(run_dir: str) -> str | None:
     """Moves an unfinished run's files into `run_dir/unfinished-<UTC time>/`.
 
     The lock files stay: the caller holds the unit's lock on its file. Nothing
     is deleted, so a user can still look at (or resume from) what was there.
+
+    Args:
+      run_dir: the run's folder.
 
     Returns:
       The folder the files went to, or None when there was nothing to move.
@@ -179,8 +202,8 @@ def _set_aside(run_dir):
     return aside
 
 
-def restore(records_dir: str, out_dir: str,
-            log: Callable[[str], None] = print) -> list[str]:
+def restore(records_dir: str, out_dir: str, log: Callable[[str], None] = print,
+            weights_needed: Collection[str] = ()) -> list[str]:
     """Copies into `out_dir` every run finished in `records_dir` and not finished there.
 
     A run unfinished in `out_dir` (killed, or started on this machine while
@@ -188,12 +211,15 @@ def restore(records_dir: str, out_dir: str,
     are moved into an `unfinished-<time>` folder inside the run folder, not
     deleted, and the record is copied in. A run that another process is
     training right now (it holds the unit's lock, or a trainer holds the run's)
-    is left alone.
+    is left alone, and so is a run of `weights_needed` that holds a checkpoint
+    here while its record kept no weights: finishing it here gives its
+    fine-tuning runs weights, the record would give them none.
 
     Args:
       records_dir: a directory written by `save` (missing: nothing to restore).
       out_dir: the study's output directory.
       log: a function taking one line of progress.
+      weights_needed: runs (paths relative to `out_dir`) whose weights other runs start from.
 
     Returns:
       The runs (relative paths) restored.
@@ -212,7 +238,12 @@ def restore(records_dir: str, out_dir: str,
                 lock_file(os.path.join(run_dir, TRAINER_LOCK_FILE), wait=False) as trainer:
             if lock is None or trainer is None or sweep.finished_results(run_dir) is not None:
                 continue
-            aside = _set_aside(run_dir)
+            if (run in weights_needed and has_weights(run_dir)
+                    and not has_weights(os.path.join(records_dir, run))):
+                log(f"{run}: finished in the records, which kept no weights; this unfinished "
+                    "run holds a checkpoint, so it goes on here instead")
+                continue
+            aside = set_aside(run_dir)
             if aside is not None:
                 log(f"{run}: finished in the records, so this unfinished run was moved to "
                     f"{aside}")

@@ -34,7 +34,7 @@ from bert_tf import shared_data, sweep
 from bert_tf.studies import corpus as corpus_lib
 from bert_tf.studies import records, report
 from bert_tf.studies import spec as spec_lib
-from bert_tf.studies.units import TrainUnit, lock_file
+from bert_tf.studies.units import LOCK_FILE, TrainUnit, lock_file
 from bert_tf.training.trainer import PARAMS_FILE
 
 CORPUS_LOCK = "corpus.lock"
@@ -147,20 +147,48 @@ class Study:
                       _json_override("data.vocab_file", self.vocab_file),
                       f"data.lower_case={str(params['data']['lower_case']).lower()}"]
 
+    def _finished_runs_from(self, pretraining):
+        """Finished fine-tuning runs (relative to the output folder) that loaded `pretraining`."""
+        runs = []
+        for arm in self.spec.arms:
+            if arm.kind == "pretrained" and arm.pretraining == pretraining:
+                runs += [os.path.join("finetune", arm.name, run) for run in
+                         records.finished_runs(os.path.join(self.out_dir, "finetune", arm.name))]
+        return runs
+
     def _require_pretrained_weights(self, arm):
         """Raises FileNotFoundError when the arm's pretraining left no checkpoint here."""
-        from bert_tf.checkpoints import native
-
         pretraining_dir = self.pretraining_dir(arm.pretraining)
-        try:
-            native.weights_prefix(pretraining_dir)  # the loader's own test for weights
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                f"arm {arm.name!r} fine-tunes from pretraining/{arm.pretraining}, which is "
-                f"finished but has no checkpoint in {pretraining_dir} (restored from "
-                "records kept without --keep_weights): copy the run's checkpoint files there "
-                f"(checkpoint, ckpt-N.*, {native.METADATA_NAME}, vocab.txt), or delete that "
-                "folder to pretrain it again") from None
+        if records.has_weights(pretraining_dir):
+            return
+        finished = self._finished_runs_from(arm.pretraining)
+        raise FileNotFoundError(
+            f"arm {arm.name!r} fine-tunes from pretraining/{arm.pretraining}, which is "
+            f"finished but has no checkpoint in {pretraining_dir} (restored from "
+            f"records kept without --keep_weights), and {len(finished)} runs already "
+            "fine-tuned from it, so it is not pretrained again (one cell would hold runs "
+            "of two models): copy the run's checkpoint files there (checkpoint, ckpt-N.*, "
+            "bert_tf_model.json, vocab.txt), or delete that folder and those runs "
+            "to start them over")
+
+    def _pretrain_again_if_weights_lost(self, name):
+        """Sets aside a pretraining restored without weights when no run has used it yet.
+
+        Its arm's runs need the weights; with none of them finished, pretraining
+        again (same config, corpus and seed) gives every run of the arm one model.
+        """
+        pretraining_dir = self.pretraining_dir(name)
+        if (sweep.finished_results(pretraining_dir) is None or records.has_weights(pretraining_dir)
+                or self._finished_runs_from(name)):
+            return
+        with lock_file(os.path.join(pretraining_dir, LOCK_FILE), wait=False) as lock:
+            # Held: another process of the study is setting it aside or pretraining it.
+            if lock is None or sweep.finished_results(pretraining_dir) is None:
+                return
+            aside = records.set_aside(pretraining_dir)
+        self.log(f"pretraining/{name}: finished in the records without its weights and no "
+                 f"run has fine-tuned from it yet, so it is pretrained again (the record "
+                 f"restored is kept in {aside})")
 
     def task_overrides(self, task):
         """The shared data's files for the task's config, then the study's recipe."""
@@ -288,7 +316,9 @@ class Study:
                 self.main_metric(task)
         os.makedirs(self.out_dir, exist_ok=True)
         if self.records_dir:
-            restored = records.restore(self.records_dir, self.out_dir, self.log)
+            weights_needed = [os.path.relpath(self.pretraining_dir(arm.pretraining), self.out_dir)
+                              for arm in self.spec.arms if arm.kind == "pretrained"]
+            restored = records.restore(self.records_dir, self.out_dir, self.log, weights_needed)
             if restored:
                 self.log(f"restored {len(restored)} finished runs from {self.records_dir}")
         corpus = None
@@ -322,12 +352,15 @@ class Study:
             trained = self.arms
             needed = {arm.pretraining for arm in trained if arm.kind != "minilm"}
         trained_names = {arm.name for arm in trained}
+        weights_needed = {arm.pretraining for arm in trained if arm.kind == "pretrained"}
         pretraining = {}
 
         def pretrained(name):
             if name not in pretraining:
                 unit = self.pretraining_unit(entries[name], corpus)
                 if execute and name in needed:
+                    if name in weights_needed:
+                        self._pretrain_again_if_weights_lost(name)
                     pretraining[name] = unit.run(self.log)
                     self._save_records()
                 else:

@@ -2,10 +2,12 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import yaml
 
+from bert_tf.studies import corpus as corpus_lib
 from bert_tf.studies import records, runner, units
 from bert_tf.studies import spec as spec_lib
 from bert_tf.studies.units import TrainUnit
@@ -117,8 +119,8 @@ def test_a_run_a_trainer_holds_is_not_restored_over(tmp_path):
     assert records.restore(str(kept), str(out)) == ["finetune/a/stsb/lr0.0001_seed0"]
 
 
-def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp_path,
-                                                                           monkeypatch):
+def test_a_weightless_pretraining_some_runs_used_is_named_before_its_arm_runs(tmp_path,
+                                                                            monkeypatch):
     spec = spec_lib.load_study("pretrain_vs_random")
     kept = tmp_path / "records"
     _run_folder(str(kept / "pretraining" / "mlm_nsp"), {"mlm_accuracy": 0.1},
@@ -126,15 +128,78 @@ def test_a_restored_pretraining_without_weights_is_named_before_its_arm_runs(tmp
                        "data": {"vocab_file": "/v/vocab.txt", "lower_case": True}})
     study = runner.Study(spec, str(tmp_path / "out"), log=lambda message: None,
                          records_dir=str(kept))
+    pretrained, stsb = spec.arms[0], spec.suite.tasks[0]
+    # One run fine-tuned from the recorded weights (on the machine that had them).
+    _run_folder(str(kept / "finetune" / "pretrained" / "stsb" / "lr0.0001_seed0"),
+                {"pearson": 0.5})
     records.restore(study.records_dir, study.out_dir)
     for name in ("checkpoint", "ckpt-10.index"):
         assert not os.path.exists(os.path.join(study.pretraining_dir("mlm_nsp"), name))
-    pretrained, stsb = spec.arms[0], spec.suite.tasks[0]
+    # Pretraining again would put runs of two models into one cell: it is left as it is.
+    study._pretrain_again_if_weights_lost("mlm_nsp")
+    assert (tmp_path / "out" / "pretraining" / "mlm_nsp" / "eval_results.json").exists()
     monkeypatch.setattr(TrainUnit, "_train", lambda *args: pytest.fail("trained from nothing"))
     with pytest.raises(FileNotFoundError, match="arm 'pretrained' fine-tunes from "
                                                 "pretraining/mlm_nsp, which is finished but "
-                                                "has no checkpoint"):
+                                                "has no checkpoint .* and 1 runs already"):
         study.run_suite_cell(pretrained, stsb)
+
+
+def test_a_weightless_pretraining_no_run_used_is_pretrained_again(tmp_path, monkeypatch,
+                                                                  shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    spec = spec_lib.load_study("pretrain_vs_random")
+    kept = tmp_path / "records"
+    _run_folder(str(kept / "pretraining" / "mlm_nsp"), {"mlm_accuracy": 0.1},
+                extra={"model": {"encoder": ENCODER},
+                       "data": {"vocab_file": "/v/vocab.txt", "lower_case": True}})
+    messages, trained = [], []
+    study = runner.Study(spec, str(tmp_path / "out"), log=messages.append,
+                         records_dir=str(kept), arms=["pretrained"])
+    every_main_metric = {study.main_metric(task): 0.5 for task in spec.suite.tasks}
+
+    def train(unit, lock, log):
+        trained.append(unit.name)
+        if unit.name.startswith("pretraining/"):
+            _pretraining_with_checkpoint(Path(unit.model_dir))
+            # A new run writes curves of its own name.
+            os.replace(os.path.join(unit.model_dir, "train", "events.out.tfevents.1.host.0.v2"),
+                       os.path.join(unit.model_dir, "train", "events.out.tfevents.2.host.0.v2"))
+        else:
+            assert records.has_weights(unit.init_checkpoint)
+            _run_folder(unit.model_dir, every_main_metric)
+        return unit.results()
+
+    monkeypatch.setattr(TrainUnit, "_train", train)
+    study.write_report = lambda corpus, cells: study._save_records()  # no corpus manifest here
+    records.restore(study.records_dir, study.out_dir)
+    corpus = corpus_lib.CorpusFiles(["train.txt"], ["heldout.txt"], {})
+    cells, complete = study._run_pass(corpus, execute=True)
+
+    assert complete and trained[0] == "pretraining/mlm_nsp"
+    assert len(trained) == 1 + 6 * len(spec.suite.tasks)
+    run = tmp_path / "out" / "pretraining" / "mlm_nsp"
+    [aside] = [p for p in run.iterdir() if p.name.startswith("unfinished-")]
+    assert (aside / "eval_results.json").exists() and str(aside) in messages[0]
+    # The record now is the new pretraining's: its curves, not both runs' curves.
+    assert [p.name for p in (kept / "pretraining" / "mlm_nsp" / "train").iterdir()] == [
+        "events.out.tfevents.2.host.0.v2"]
+
+
+def test_a_weightless_record_does_not_supersede_a_run_holding_a_checkpoint(tmp_path):
+    kept, out = tmp_path / "records", tmp_path / "out"
+    _run_folder(str(kept / "pretraining" / "mlm_nsp"), {"mlm_accuracy": 0.1})
+    for name in ("ckpt-10.index", "ckpt-10.data-00000-of-00001", "checkpoint"):
+        os.remove(kept / "pretraining" / "mlm_nsp" / name)
+    local = out / "pretraining" / "mlm_nsp"
+    _pretraining_with_checkpoint(local)
+    (local / "eval_results.json").write_text('{"step": 5, "metrics": {}}')  # unfinished
+    messages = []
+    assert records.restore(str(kept), str(out), messages.append,
+                           weights_needed=["pretraining/mlm_nsp"]) == []
+    assert records.has_weights(str(local)) and "goes on here" in messages[0]
+    # Without that need the finished record supersedes it, as for any run.
+    assert records.restore(str(kept), str(out)) == ["pretraining/mlm_nsp"]
 
 
 def test_the_final_evaluation_is_copied_last(tmp_path):
