@@ -343,10 +343,14 @@ def plot_scores(spec, cells, path):
     ax.set_xticks(range(len(tasks)))
     ax.set_xticklabels([f"{t}\n{by_key.get((arms[0], t), {}).get('main_metric', '')}"
                         for t in tasks], fontsize=8)
-    ax.set_ylabel("dev score x 100 (bars: mean; whiskers: range over seeds)")
+    ax.set_ylabel("dev score x 100")
     ax.grid(axis="y", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        ax.set_title("bars: mean over seeds; whiskers: their range; dots: single seeds",
+                     fontsize=9)
+        # Below the axes: inside, it would cover the bars of the first task.
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncol=len(arms), frameon=False)
     else:
         ax.set_title("no finished (arm, task) yet")
     fig.tight_layout()
