@@ -150,7 +150,7 @@ class Study:
     def _finished_runs_from(self, pretraining):
         """Finished fine-tuning runs (relative to the output folder) that loaded `pretraining`."""
         runs = []
-        for arm in self.spec.arms:
+        for arm in self.spec.all_arms():
             if arm.kind == "pretrained" and arm.pretraining == pretraining:
                 runs += [os.path.join("finetune", arm.name, run) for run in
                          records.finished_runs(os.path.join(self.out_dir, "finetune", arm.name))]
@@ -317,7 +317,7 @@ class Study:
         os.makedirs(self.out_dir, exist_ok=True)
         if self.records_dir:
             weights_needed = [os.path.relpath(self.pretraining_dir(arm.pretraining), self.out_dir)
-                              for arm in self.spec.arms if arm.kind == "pretrained"]
+                              for arm in self.spec.all_arms() if arm.kind == "pretrained"]
             restored = records.restore(self.records_dir, self.out_dir, self.log, weights_needed)
             if restored:
                 self.log(f"restored {len(restored)} finished runs from {self.records_dir}")
