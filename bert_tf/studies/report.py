@@ -17,6 +17,7 @@ import statistics
 
 import yaml
 
+from bert_tf import sweep
 from bert_tf.studies import units
 from bert_tf.studies.events import read_scalars
 from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
@@ -65,7 +66,10 @@ def pretraining_summary(name, model_dir):
     if os.path.isfile(params_path):
         with open(params_path, encoding="utf-8") as f:
             params = yaml.safe_load(f)
-    final = _read_json(os.path.join(model_dir, EVAL_RESULTS_FILE))
+    # Only a run that reached its last step has a final evaluation: a running one
+    # rewrites eval_results.json at every evaluation, which tables must not read as final.
+    final = sweep.finished_results(model_dir)
+    latest = _read_json(os.path.join(model_dir, EVAL_RESULTS_FILE))
     curves = {"train": read_scalars(os.path.join(model_dir, "train")),
               "eval": read_scalars(os.path.join(model_dir, "eval"))}
     summary = {"name": name, "model_dir": model_dir,
@@ -89,6 +93,8 @@ def pretraining_summary(name, model_dir):
         metrics = dict(final["metrics"])
         metrics["mlm_perplexity"] = math.exp(metrics["mlm_loss"])
         summary["final_eval"] = {"step": final["step"], "metrics": metrics}
+    elif latest is not None:
+        summary["latest_eval_step"] = latest["step"]
     first_eval = {tag: points[0] for tag, points in curves["eval"].items() if points}
     if first_eval:
         summary["first_eval"] = first_eval
@@ -371,7 +377,8 @@ def _pretraining_markdown(study, manifest, pretraining):
     lines += ["", "## Pretraining", ""]
     for entry in pretraining:
         config = entry.get("config")
-        if config:
+        final = entry.get("final_eval")
+        if config and final:
             e = config["encoder"]
             lines.append(f"`{entry['name']}`: L{e['num_layers']}/H{e['hidden_size']}/"
                          f"A{e['num_heads']}, vocab {e['vocab_size']:,}, "
@@ -383,7 +390,6 @@ def _pretraining_markdown(study, manifest, pretraining):
                          f"{entry['train_loop_seconds'] / 60:.1f} min (from the logged "
                          f"rates), recorded wall time {entry['wall_seconds'] / 60:.1f} min "
                          "(invocations that were killed record none).")
-        final = entry.get("final_eval")
         if final:
             m = final["metrics"]
             first = entry.get("first_eval", {})
@@ -398,6 +404,9 @@ def _pretraining_markdown(study, manifest, pretraining):
             lines.append(f"Held-out at step {final['step']:,}: MLM accuracy "
                          f"**{_pct(m['mlm_accuracy'])} %**, MLM perplexity "
                          f"{m['mlm_perplexity']:.1f}{nsp}{start}.")
+        elif "latest_eval_step" in entry:
+            lines.append(f"`{entry['name']}`: not finished yet (evaluated at step "
+                         f"{entry['latest_eval_step']:,} so far).")
         else:
             lines.append(f"`{entry['name']}`: not finished yet.")
         lines.append("")
