@@ -341,8 +341,10 @@ def plot_scores(spec, cells, path):
             scores = [100 * s for s in cell["seed_scores"]]
             xs.append(x)
             means.append(100 * cell["mean"])
-            low.append(100 * cell["mean"] - min(scores))
-            high.append(max(scores) - 100 * cell["mean"])
+            # Clamped: equal seed scores (a model that always predicts one class) give a
+            # mean a rounding error outside their range, and matplotlib rejects it.
+            low.append(max(0.0, 100 * cell["mean"] - min(scores)))
+            high.append(max(0.0, max(scores) - 100 * cell["mean"]))
             ax.plot([x] * len(scores), scores, "k.", markersize=3)
         if xs:
             ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=arm, alpha=0.8)

@@ -327,11 +327,12 @@ class Study:
             # Held while building, so a second process waits for the corpus, not rewrites it.
             with lock_file(os.path.join(self.out_dir, CORPUS_LOCK), wait=True):
                 corpus = self.build_corpus()
+        if not execute:
+            return self.write_report(corpus)
         waiting = False
         while True:
-            cells, complete = self._run_pass(corpus, execute)
-            if not execute or complete:
-                return self.write_report(corpus, cells)
+            if self._run_pass(corpus):
+                return self.write_report(corpus)
             # Executing, an unfinished unit is one another process holds.
             if not waiting:
                 self.log(f"waiting for units running in another process "
@@ -339,11 +340,10 @@ class Study:
                 waiting = True
             time.sleep(poll_seconds)
 
-    def _run_pass(self, corpus, execute):
-        """One pass over every unit; returns (cells, whether this process's part is finished).
+    def _run_pass(self, corpus):
+        """One pass over every unit; returns whether this process's part is finished.
 
-        Only the selected arms' runs and the pretraining they need are trained;
-        every other cell is reported as far as it is finished.
+        Only the selected arms' runs and the pretraining they need are trained.
         """
         entries = {entry.name: entry for entry in self.spec.pretraining}
         if self.arms is None:
@@ -356,36 +356,51 @@ class Study:
         pretraining = {}
 
         def pretrained(name):
+            """Runs (or, when it is finished or held elsewhere, reads) one pretraining."""
             if name not in pretraining:
-                unit = self.pretraining_unit(entries[name], corpus)
-                if execute and name in needed:
-                    if name in weights_needed:
-                        self._pretrain_again_if_weights_lost(name)
-                    pretraining[name] = unit.run(self.log)
-                    self._save_records()
-                else:
-                    pretraining[name] = unit.results()
+                if name in weights_needed:
+                    self._pretrain_again_if_weights_lost(name)
+                pretraining[name] = self.pretraining_unit(entries[name], corpus).run(self.log)
+                self._save_records()
             return pretraining[name]
 
-        cells, complete = [], True
+        complete = True
         for arm, task in self.units_order():
-            ours = arm.name in trained_names
-            if arm.kind != "minilm" and pretrained(arm.pretraining) is None:
-                cells.append({"arm": arm.name, "task": task.name, "complete": False,
-                              "runs": [], "chosen_learning_rate": None,
-                              "main_metric": self.main_metric(task)})
-                complete = complete and not ours
+            if arm.name not in trained_names:
                 continue
-            cells.append(self.run_suite_cell(arm, task, execute and ours))
-            complete = complete and (cells[-1]["complete"] or not ours)
-            if execute and ours:
-                self.write_report(corpus, cells)
+            if arm.kind != "minilm" and pretrained(arm.pretraining) is None:
+                complete = False
+                continue
+            complete = self.run_suite_cell(arm, task)["complete"] and complete
+            self.write_report(corpus)
         finished = all(pretrained(name) is not None for name in needed)
-        return cells, finished and complete
+        return finished and complete
 
-    def write_report(self, corpus, cells):
-        """Writes the report (and, with a records directory, saves the records)."""
-        results = report.write(self, corpus.manifest if corpus else None, cells)
+    def read_cells(self, corpus):
+        """Every (arm, task) cell as far as it is finished now, whoever trained it.
+
+        Read afresh at every report: another process of the study may have
+        finished runs (or a pretraining) since this one last looked.
+        """
+        entries = {entry.name: entry for entry in self.spec.pretraining}
+        pretrained = {}
+        cells = []
+        for arm, task in self.units_order():
+            if arm.kind != "minilm":
+                if arm.pretraining not in pretrained:
+                    unit = self.pretraining_unit(entries[arm.pretraining], corpus)
+                    pretrained[arm.pretraining] = unit.results() is not None
+                if not pretrained[arm.pretraining]:
+                    cells.append({"arm": arm.name, "task": task.name, "complete": False,
+                                  "runs": [], "chosen_learning_rate": None,
+                                  "main_metric": self.main_metric(task)})
+                    continue
+            cells.append(self.run_suite_cell(arm, task, execute=False))
+        return cells
+
+    def write_report(self, corpus):
+        """Writes the report of every cell as it stands (and saves the records, if kept)."""
+        results = report.write(self, corpus.manifest if corpus else None, self.read_cells(corpus))
         self._save_records()
         return results
 

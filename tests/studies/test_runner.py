@@ -17,6 +17,13 @@ from bert_tf.studies.units import LOCK_FILE, TrainUnit, lock_file
 
 ENCODER = {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2, "num_heads": 2,
            "intermediate_size": 64}
+# What the report reads of a pretraining run's params.yaml.
+PRETRAINING_PARAMS = {"model": {"encoder": ENCODER, "use_nsp": True},
+                      "data": {"max_seq_length": 128, "vocab_file": "/v/vocab.txt",
+                               "lower_case": True},
+                      "optimizer": {"learning_rate": 1e-3, "warmup_steps": 2},
+                      "runtime": {"mixed_precision": "float32"},
+                      "trainer": {"train_steps": 10, "global_batch_size": 8}}
 
 
 def _finish(model_dir, metrics, steps=10, extra=None):
@@ -358,11 +365,7 @@ def test_each_finished_run_is_recorded_before_the_next_one_starts(tmp_path, monk
 
 def test_a_running_pretraining_has_no_final_evaluation_for_the_tables(tmp_path):
     model_dir = str(tmp_path / "pretraining")
-    params = {"model": {"encoder": ENCODER, "use_nsp": True},
-              "data": {"max_seq_length": 128, "vocab_file": "/v/vocab.txt"},
-              "optimizer": {"learning_rate": 1e-3, "warmup_steps": 2},
-              "runtime": {"mixed_precision": "float32"},
-              "trainer": {"train_steps": 10, "global_batch_size": 8}}
+    params = PRETRAINING_PARAMS
     _finish(model_dir, {"mlm_accuracy": 0.1, "mlm_loss": 5.0}, steps=10, extra=params)
     # Evaluated at step 5 of 10: eval_results.json exists, the run is not finished.
     with open(os.path.join(model_dir, "eval_results.json"), "w") as f:
@@ -374,3 +377,71 @@ def test_a_running_pretraining_has_no_final_evaluation_for_the_tables(tmp_path):
     finished = report.pretraining_summary("p", model_dir)
     assert finished["final_eval"]["step"] == 10
     assert finished["final_eval"]["metrics"]["mlm_accuracy"] == 0.2
+
+
+def test_the_report_shows_what_other_processes_finished_during_the_pass(
+        tmp_path, monkeypatch, shared_file, minilm_dir):
+    # Two processes, one study: the other trains `pretrained` while this one trains
+    # MiniLM, and the other's runs finish after this pass has gone by that arm's cells.
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    spec = spec_lib.load_study("pretrain_vs_random")
+    study = runner.Study(spec, str(tmp_path / "study"), log=lambda message: None,
+                         arms=["minilm"])
+    _finish(study.pretraining_dir("mlm_nsp"), {"mlm_accuracy": 0.1, "mlm_loss": 5.0},
+            extra=PRETRAINING_PARAMS)
+    other = next(arm for arm in spec.arms if arm.kind == "pretrained")
+    first_task, second_task = spec.suite.tasks[:2]
+    best_rate = max(spec.suite.learning_rates)
+    reports = []
+
+    def finish_first_cell_elsewhere():
+        for learning_rate in spec.suite.learning_rates:
+            _finish(study.run_dir(other.name, first_task.name, learning_rate, 0),
+                    {study.main_metric(first_task): 0.7 + learning_rate})
+        for seed in spec.suite.seeds[1:]:
+            _finish(study.run_dir(other.name, first_task.name, best_rate, seed),
+                    {study.main_metric(first_task): 0.7})
+
+    def train(unit, lock, log):
+        results_file = os.path.join(study.out_dir, "results.json")
+        if os.path.exists(results_file):
+            with open(results_file) as f:
+                reports.append(json.load(f))
+        elif not os.path.exists(study.run_dir(other.name, first_task.name, best_rate, 0)):
+            finish_first_cell_elsewhere()  # while this process trains its first run
+        _finish(unit.model_dir, {study.main_metric(task): 0.8 for task in spec.suite.tasks})
+        return unit.results()
+
+    monkeypatch.setattr(TrainUnit, "_train", train)
+    counts = {"documents": 1, "words": 10}
+    manifest = {"holdout_every": 10, "sources": {"wiki": {"train": counts, "heldout": counts}}}
+    monkeypatch.setattr(runner.Study, "build_corpus", lambda self: runner.corpus_lib.CorpusFiles(
+        ["t.txt"], ["h.txt"], manifest))
+    results = study.run()
+
+    def cell(results, task):
+        return next(c for c in results["finetuning"]
+                    if (c["arm"], c["task"]) == (other.name, task.name))
+
+    # Every report written after this process's first cell holds the other's cell...
+    assert len(reports) == 6 * (len(spec.suite.tasks) - 1)
+    assert all(cell(r, first_task)["complete"] for r in reports)
+    # ...and so does the final one, with the rate the other process's runs chose.
+    assert cell(results, first_task)["chosen_learning_rate"] == best_rate
+    assert not cell(results, second_task)["runs"]
+
+
+def test_seeds_that_score_alike_are_plotted(tmp_path):
+    # A model that always predicts one class scores the same on every seed; the mean
+    # then lies a rounding error outside the seeds' range.
+    spec = spec_lib.load_study("pretrain_vs_random")
+    task = spec.suite.tasks[0]
+    runs = [{"learning_rate": 1e-4, "seed": seed, "model_dir": str(tmp_path / f"s{seed}"),
+             "metrics": {"pearson": 0.8}} for seed in spec.suite.seeds]
+    cell = report.cell_statistics({"arm": spec.arms[0].name, "task": task.name,
+                                   "main_metric": "pearson", "chosen_learning_rate": 1e-4,
+                                   "complete": True, "runs": runs})
+    assert 100 * cell["mean"] != min(100 * s for s in cell["seed_scores"])
+    path = tmp_path / "dev_scores.png"
+    report.plot_scores(spec, [cell], str(path))
+    assert path.stat().st_size > 0

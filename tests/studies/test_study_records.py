@@ -171,10 +171,10 @@ def test_a_weightless_pretraining_no_run_used_is_pretrained_again(tmp_path, monk
         return unit.results()
 
     monkeypatch.setattr(TrainUnit, "_train", train)
-    study.write_report = lambda corpus, cells: study._save_records()  # no corpus manifest here
+    study.write_report = lambda corpus: study._save_records()  # no corpus manifest here
     records.restore(study.records_dir, study.out_dir)
     corpus = corpus_lib.CorpusFiles(["train.txt"], ["heldout.txt"], {})
-    cells, complete = study._run_pass(corpus, execute=True)
+    complete = study._run_pass(corpus)
 
     assert complete and trained[0] == "pretraining/mlm_nsp"
     assert len(trained) == 1 + 6 * len(spec.suite.tasks)
