@@ -473,12 +473,15 @@ def _markdown(study, manifest, pretraining, cells, rows, tables):
               "| task | arm | " + " | ".join(f"lr {r}" for r in rates) + " |",
               "|---|---|" + "---|" * len(rates)]
     for task in spec.suite.tasks:
+        grid = {f"{lr:g}" for lr in spec.suite.learning_rates_of(task)}
         for arm in arms:
             cell = by_key.get((arm, task.name))
             scores = cell.get("learning_rate_scores", {}) if cell else {}
             if scores:
+                # A rate outside the task's own grid is never run: "-", not "pending".
                 lines.append(f"| {task.name} | {arm} | " + " | ".join(
-                    _pct(scores[r]) if r in scores else "pending" for r in rates) + " |")
+                    _pct(scores[r]) if r in scores else "pending" if r in grid else "-"
+                    for r in rates) + " |")
     lines += ["", "![dev scores](plots/dev_scores.png)", "",
               "Every run's metrics, learning rate, seed and directory are in `results.json`.", ""]
     return "\n".join(lines)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 import yaml
@@ -445,3 +446,16 @@ def test_seeds_that_score_alike_are_plotted(tmp_path):
     path = tmp_path / "dev_scores.png"
     report.plot_scores(spec, [cell], str(path))
     assert path.stat().st_size > 0
+
+
+def test_the_selection_table_tells_a_rate_not_run_yet_from_one_never_run(tmp_path):
+    # ablations: MRPC tries 1e-4 and 5e-5, feature-based NER only 1e-3.
+    spec = spec_lib.load_study("ablations")
+    study = types.SimpleNamespace(spec=spec, profile="full")
+    runs = [{"learning_rate": 1e-4, "seed": 0, "model_dir": str(tmp_path / "run"),
+             "metrics": {"accuracy": 0.7}}]
+    cell = report.cell_statistics({"arm": "base", "task": "mrpc", "main_metric": "accuracy",
+                                   "chosen_learning_rate": None, "complete": False,
+                                   "runs": runs})
+    markdown = report._markdown(study, None, [], [cell], [], [])
+    assert "| mrpc | base | 70.00 | pending | - |" in markdown
