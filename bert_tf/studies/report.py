@@ -472,8 +472,8 @@ def _markdown(study, manifest, pretraining, cells, rows, tables):
               f"{spec.suite.seeds[0]}:", "",
               "| task | arm | " + " | ".join(f"lr {r}" for r in rates) + " |",
               "|---|---|" + "---|" * len(rates)]
-    for task in spec.suite.tasks:
-        grid = {f"{lr:g}" for lr in spec.suite.learning_rates_of(task)}
+    for task, grid in zip(spec.suite.tasks, grids):
+        grid = {f"{lr:g}" for lr in grid}
         for arm in arms:
             cell = by_key.get((arm, task.name))
             scores = cell.get("learning_rate_scores", {}) if cell else {}

@@ -366,15 +366,14 @@ def test_each_finished_run_is_recorded_before_the_next_one_starts(tmp_path, monk
 
 def test_a_running_pretraining_has_no_final_evaluation_for_the_tables(tmp_path):
     model_dir = str(tmp_path / "pretraining")
-    params = PRETRAINING_PARAMS
-    _finish(model_dir, {"mlm_accuracy": 0.1, "mlm_loss": 5.0}, steps=10, extra=params)
+    _finish(model_dir, {"mlm_accuracy": 0.1, "mlm_loss": 5.0}, steps=10, extra=PRETRAINING_PARAMS)
     # Evaluated at step 5 of 10: eval_results.json exists, the run is not finished.
     with open(os.path.join(model_dir, "eval_results.json"), "w") as f:
         json.dump({"step": 5, "metrics": {"mlm_accuracy": 0.1, "mlm_loss": 5.0}}, f)
     running = report.pretraining_summary("p", model_dir)
     assert "final_eval" not in running and running["latest_eval_step"] == 5
 
-    _finish(model_dir, {"mlm_accuracy": 0.2, "mlm_loss": 4.0}, steps=10, extra=params)
+    _finish(model_dir, {"mlm_accuracy": 0.2, "mlm_loss": 4.0}, steps=10, extra=PRETRAINING_PARAMS)
     finished = report.pretraining_summary("p", model_dir)
     assert finished["final_eval"]["step"] == 10
     assert finished["final_eval"]["metrics"]["mlm_accuracy"] == 0.2
