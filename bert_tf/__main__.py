@@ -15,8 +15,6 @@ COMMANDS = {
     "export": "a model directory -> a versioned raw-text SavedModel for TF Serving",
     "convert": "convert checkpoints between bert_tf, Google TF1, Hugging Face and Model Garden",
     "extract_features": "per-token encoder features of a text file (the feature-based approach)",
-    "experiments": "studies: pretraining against random init, and the paper's ablations",
-    "bench": "benchmarks against peers in the same run (tokenizer, pipeline, train, serve, ...)",
     "tokenize": "tokenize text lines with the in-graph WordPiece tokenizer (JSON lines)",
     "show_examples": "a few pretraining examples decoded back to text, masks shown",
     "summary": "build a model and print its structure and parameter count",

@@ -6,7 +6,7 @@ The README's main job. It
   2. turns it into a BERT corpus (one sentence per line, blank line between
      articles) with `bert_tf.data.wikipedia`;
   3. learns an uncased WordPiece vocabulary on it;
-  4. pretrains `configs/pretrain/demo.yaml` (MLM + NSP) with the trainer,
+  4. pretrains the packaged `pretrain/demo` config (MLM + NSP) with the trainer,
      leaving checkpoints and TensorBoard logs in --model_dir;
   5. ends with one screen: held-out MLM and NSP accuracy at the first and the
      last evaluation, where the checkpoints and curves are, the TensorBoard
@@ -23,10 +23,9 @@ import time
 
 from bert_tf import console
 
-STUDY_COMMAND = "python -m bert_tf.experiments pretrain_vs_random --out runs/study"
+STUDY_COMMAND = "python -m research.study pretrain_vs_random --out runs/study"
 DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      "configs", "pretrain", "demo.yaml")
+CONFIG = "pretrain/demo"  # a packaged preset (bert_tf.packaged_configs)
 
 
 def gensim_dump_path():
@@ -81,7 +80,7 @@ def summary_screen(model_dir, experiment, seconds):
     Returns:
       The screen as one string.
     """
-    from bert_tf.studies.events import read_scalars
+    from bert_tf.training.summaries import read_scalars
 
     encoder, trainer = experiment.model.encoder, experiment.trainer
     held_out = read_scalars(os.path.join(model_dir, "eval"))

@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bert_tf import shared_data  # noqa: E402
+from research import shared_data  # noqa: E402
 from tests.helpers import REQUIRE_DATA, require, require_shared  # noqa: E402
 
 

@@ -6,6 +6,8 @@ import pathlib
 
 
 def test_every_test_module_has_a_unique_basename():
-    tests = pathlib.Path(__file__).parent
-    names = collections.Counter(path.name for path in tests.rglob("test_*.py"))
+    repo = pathlib.Path(__file__).parent.parent
+    paths = [path for folder in (repo / "tests", repo / "research" / "tests")
+             for path in folder.rglob("test_*.py")]
+    names = collections.Counter(path.name for path in paths)
     assert [name for name, count in names.items() if count > 1] == []

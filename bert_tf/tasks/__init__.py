@@ -14,6 +14,7 @@ import importlib
 import logging
 
 from bert_tf import config as config_lib
+from bert_tf import packaged_configs
 
 # name -> (module, class name) of a built-in task, or a class given to `register_task`.
 TASKS: dict[str, tuple[str, str] | type] = {
@@ -80,9 +81,15 @@ def task_class(name: str) -> type:
 def load_experiment(path: str, overrides=()):
     """(task class, resolved experiment config) from a YAML file plus `a.b=c` overrides.
 
+    Args:
+      path: a YAML file or a packaged preset name (`finetune/glue_mrpc`).
+      overrides: `a.b=c` strings applied on top of the file.
+
     Raises:
       ConfigError: naming the file and key at fault.
+      FileNotFoundError: neither a file nor a preset (the message lists the presets).
     """
+    path = packaged_configs.resolve(path)
     values = config_lib.load_yaml(path)
     if not isinstance(values, dict):
         raise config_lib.ConfigError(f"{path}: expected a mapping at the top level")

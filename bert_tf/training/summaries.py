@@ -72,6 +72,32 @@ class SummaryWriters:
             writer.close()
 
 
+def read_scalars(event_dir):
+    """{metric: [(step, value), ...]} read back from the TensorBoard event files in `event_dir`.
+
+    Args:
+      event_dir: a run's `train/` or `eval/` folder (missing: an empty result).
+
+    Returns:
+      Every numeric scalar by metric name (`mlm_accuracy`, not its TensorBoard
+      tag `metrics/mlm_accuracy`), with its points sorted by step; a step
+      logged twice (a resumed run) keeps its last value.
+    """
+    series = {}
+    for path in sorted(glob.glob(os.path.join(event_dir, "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    number = value.simple_value
+                elif value.HasField("tensor") and value.tensor.dtype != tf.string.as_datatype_enum:
+                    number = float(tf.make_ndarray(value.tensor))
+                else:
+                    continue
+                series.setdefault(metric_name(value.tag), {})[int(event.step)] = number
+    return {tag: sorted(points.items()) for tag, points in series.items()}
+
+
 def event_files(model_dir):
     return sorted(glob.glob(os.path.join(model_dir, "*", "events.out.tfevents.*")))
 

@@ -6,7 +6,7 @@ weights. Each export takes a few seconds, so each kind is exported once.
 
 import pytest
 
-from bert_tf import shared_data
+from research import shared_data
 from tests.export.export_helpers import TASKS, build_model
 from tests.helpers import require
 

@@ -1,1 +1,0 @@
-"""Benchmark implementations behind `python -m bert_tf.bench`."""

@@ -1,0 +1,39 @@
+"""Benchmarks: `python -m research.bench {tokenizer,pipeline,train,serve,packing,parity} [options]`.
+
+Each benchmark measures a peer in the same run where one exists and reports
+ratios, because these machines are shared and absolute numbers are noisy.
+`python -m research.bench NAME --help` lists a benchmark's options.
+"""
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "tokenizer": ("research.benchmarks.tokenizer",
+                  "in-graph WordPiece vs Hugging Face tokenizers, sentences/s"),
+    "pipeline": ("research.benchmarks.pipeline",
+                 "dynamic pretraining pipeline, tokens/s and sequences/s"),
+    "train": ("research.benchmarks.train",
+              "pretraining train step vs Model Garden BertPretrainerV2, sequences/s"),
+    "serve": ("research.benchmarks.serve",
+              "raw-text classifier SavedModel vs Model Garden, texts/s and latency"),
+    "packing": ("research.benchmarks.packing",
+                "packed rows vs padded ones on real data: pretraining, fine-tuning, serving"),
+    "parity": ("research.benchmarks.parity",
+               "step-for-step training parity with Model Garden BertPretrainerV2"),
+}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in BENCHMARKS:
+        lines = [f"  {name:10s} {what}" for name, (_, what) in BENCHMARKS.items()]
+        print("usage: python -m research.bench NAME [options]\n\nbenchmarks:\n" + "\n".join(lines),
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(BENCHMARKS[argv[0]][0])
+    return module.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

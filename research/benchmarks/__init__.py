@@ -1,0 +1,1 @@
+"""Benchmark implementations behind `python -m research.bench`."""
