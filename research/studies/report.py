@@ -1,8 +1,9 @@
 """A study's outputs: `results.json`, `report.md` and PNG plots, from the finished units.
 
 Everything here is read back from the run directories (eval_results.json,
-TensorBoard event files, params.yaml, unit_times.jsonl), so the report can be
-rewritten at any time, from a partly finished study too.
+the curves of TensorBoard event files or of a record's scalars.json,
+params.yaml, unit_times.jsonl), so the report can be rewritten at any time,
+from a partly finished study too, and from records alone.
 
 Statistics per (arm, task): the main dev metric of every seed at the chosen
 learning rate, their mean, sample standard deviation and range. Pretraining
@@ -18,9 +19,8 @@ import statistics
 import yaml
 
 from bert_tf import sweep
-from bert_tf.training.summaries import read_scalars
 from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
-from research.studies import units
+from research.studies import scalars, units
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
@@ -42,7 +42,7 @@ def training_loop_seconds(train_curves, batch_size):
     time is never recorded) and leaves out start-up and evaluation.
 
     Args:
-      train_curves: the run's training scalars (`read_scalars` of `train/`).
+      train_curves: the run's training scalars (`scalars.read(run)["train"]`).
       batch_size: rows per step; used only for runs that logged no
         `steps_per_second` (before it existed), whose `examples_per_second`
         then counts one example per row (they did not pack).
@@ -70,8 +70,7 @@ def pretraining_summary(name, model_dir):
     # rewrites eval_results.json at every evaluation, which tables must not read as final.
     final = sweep.finished_results(model_dir)
     latest = _read_json(os.path.join(model_dir, EVAL_RESULTS_FILE))
-    curves = {"train": read_scalars(os.path.join(model_dir, "train")),
-              "eval": read_scalars(os.path.join(model_dir, "eval"))}
+    curves = scalars.read(model_dir)
     summary = {"name": name, "model_dir": model_dir,
                "wall_seconds": units.wall_seconds(model_dir),
                "curves": {split: {tag: points for tag, points in tags.items() if tag in CURVE_TAGS}
