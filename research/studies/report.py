@@ -6,9 +6,10 @@ params.yaml, unit_times.jsonl), so the report can be rewritten at any time,
 from a partly finished study too, and from records alone.
 
 Statistics per (arm, task): the main dev metric of every seed at the chosen
-learning rate, their mean, sample standard deviation and range. Pretraining
-"beats" its twin on a task when the gap of the means is larger than the
-spread of both arms (the larger of their two ranges, max - min over seeds).
+learning rate, their mean, sample standard deviation and range. An arm is
+better (or worse) than another on a task when its mean is above (or below)
+the other's by more than the spread of both arms (the larger of their two
+ranges, max - min over seeds); within the spread neither is.
 """
 
 import json
@@ -133,11 +134,23 @@ def comparisons(spec, cells):
                 continue
             gap = a["mean"] - b["mean"]
             spread = max(a["range"], b["range"])
+            # Two-sided: the first arm can be worse beyond the spread, too.
+            beyond = abs(gap) > spread
             rows.append({"task": task.name, "metric": a["main_metric"], "arm": base,
                          "versus": arm.name, "gap": gap, "spread": spread,
-                         "beyond_spread": gap > spread,
+                         "beyond_spread": beyond,
+                         "direction": ("better" if gap > 0 else "worse") if beyond else None,
                          "complete": a["complete"] and b["complete"]})
     return rows
+
+
+def spread_verdict(row: dict) -> str:
+    """A comparison's verdict as the report prints it: "yes, better", "yes, worse" or "no".
+
+    Args:
+      row: one of `comparisons`' rows.
+    """
+    return f"yes, {row['direction']}" if row["beyond_spread"] else "no"
 
 
 def _pct(value):
@@ -458,12 +471,15 @@ def _markdown(study, manifest, pretraining, cells, rows, tables):
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     if rows:
-        lines += ["", f"Gap `{spec.arms[0].name}` minus the other arm, against the spread "
-                  "(the larger range over seeds of the two arms):", "",
-                  "| task | versus | gap | spread | gap > spread |", "|---|---|---|---|---|"]
+        base = spec.arms[0].name
+        lines += ["", f"Gap `{base}` minus the other arm, against the spread "
+                  "(the larger range over seeds of the two arms); beyond the spread, "
+                  f"`{base}` is better (gap above it) or worse (gap below minus it):", "",
+                  "| task | versus | gap | spread | gap beyond spread |",
+                  "|---|---|---|---|---|"]
         for r in rows:
             lines.append(f"| {r['task']} | {r['versus']} | {_pct(r['gap'])} | "
-                         f"{_pct(r['spread'])} | {'yes' if r['beyond_spread'] else 'no'}"
+                         f"{_pct(r['spread'])} | {spread_verdict(r)}"
                          f"{'' if r['complete'] else ' (incomplete)'} |")
     grids = [spec.suite.learning_rates_of(task) for task in spec.suite.tasks]
     rates = list(dict.fromkeys(f"{lr:g}" for grid in grids for lr in grid))
