@@ -5,13 +5,13 @@ beside the few files that mark a run finished and that the report reads: the
 resolved config, the final evaluation, the curves and the wall times. Those
 few files are a run's *record*; its curves are kept as one `scalars.json`
 (`research.studies.scalars`), written into the run's folder from its
-TensorBoard event files, which stay in the output directory only. `save` copies the record of every
-finished run, with `report.md`, `results.json` and the plots, into a records
-directory small enough to commit; `restore` copies finished runs back into an
-output directory that lacks them or holds them unfinished. So a study whose
-machine is lost goes on from its committed records: the finished runs are
-skipped, the unfinished ones start over, and the corpus (built from `../shared/`
-by a fixed seed) is built again.
+TensorBoard event files, which stay in the output directory only. `save`
+copies the record of every finished run, with `report.md`, `results.json` and
+the plots, into a records directory small enough to commit; `restore` copies
+finished runs back into an output directory that lacks them or holds them
+unfinished. So a study whose machine is lost goes on from its committed
+records: the finished runs are skipped, the unfinished ones start over, and the
+corpus (built from `../shared/` by a fixed seed) is built again.
 
 A pretraining's record may also keep its final weights (`keep_weights`: a
 `weights.*` checkpoint without optimizer state beside the model's
