@@ -336,16 +336,31 @@ def time_runners(runners, repeats, log):
     return rounds
 
 
+def median_ratio(rounds: dict, rate_key: str, name: str, baseline: str) -> float:
+    """Median over rounds of `name`'s rate divided by `baseline`'s rate in the same round.
+
+    Not the ratio of the two median rates: the runners of a round share its
+    machine noise, which the per-round ratio cancels.
+
+    Args:
+      rounds: `time_runners`' result, {runner: [{"seconds", rate_key, ...}, ...]}.
+      rate_key: what a rate counts per second ("tokens" or "examples").
+      name: the runner measured.
+      baseline: the runner it is measured against.
+    """
+    return statistics.median(
+        (ours[rate_key] / ours["seconds"]) / (base[rate_key] / base["seconds"])
+        for ours, base in zip(rounds[name], rounds[baseline], strict=True))
+
+
 def summarise(rounds, rate_key, baseline):
     """Median rate per runner and median per-round ratio to `baseline`."""
     summary = {}
     for name, values in rounds.items():
-        rates = [v[rate_key] / v["seconds"] for v in values]
-        ratios = [r / (b[rate_key] / b["seconds"]) for r, b in zip(rates, rounds[baseline])]
-        summary[name] = {"rate": statistics.median(rates),
+        summary[name] = {"rate": statistics.median(v[rate_key] / v["seconds"] for v in values),
                          "seconds_per_step": statistics.median(
                              v["seconds"] / v["steps"] for v in values),
-                         f"ratio_to_{baseline}": statistics.median(ratios)}
+                         f"ratio_to_{baseline}": median_ratio(rounds, rate_key, name, baseline)}
     return summary
 
 

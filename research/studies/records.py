@@ -2,14 +2,16 @@
 
 A study's output directory holds tens of megabytes of checkpoints per run
 beside the few files that mark a run finished and that the report reads: the
-resolved config, the final evaluation, the TensorBoard curves and the wall
-times. Those few files are a run's *record*. `save` copies the record of every
-finished run, with `report.md`, `results.json` and the plots, into a records
-directory small enough to commit; `restore` copies finished runs back into an
-output directory that lacks them or holds them unfinished. So a study whose
-machine is lost goes on from its committed records: the finished runs are
-skipped, the unfinished ones start over, and the corpus (built from `../shared/`
-by a fixed seed) is built again.
+resolved config, the final evaluation, the curves and the wall times. Those
+few files are a run's *record*; its curves are kept as one `scalars.json`
+(`research.studies.scalars`), written into the run's folder from its
+TensorBoard event files, which stay in the output directory only. `save`
+copies the record of every finished run, with `report.md`, `results.json` and
+the plots, into a records directory small enough to commit; `restore` copies
+finished runs back into an output directory that lacks them or holds them
+unfinished. So a study whose machine is lost goes on from its committed
+records: the finished runs are skipped, the unfinished ones start over, and the
+corpus (built from `../shared/` by a fixed seed) is built again.
 
 A pretraining's record may also keep its final weights (`keep_weights`: a
 `weights.*` checkpoint without optimizer state beside the model's
@@ -31,12 +33,11 @@ from bert_tf import sweep
 from bert_tf.checkpoints import native
 from bert_tf.training.run_lock import LOCK_FILE as TRAINER_LOCK_FILE
 from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
-from research.studies import report
+from research.studies import report, scalars
 from research.studies.units import LOCK_FILE, TIMES_FILE, lock_file
 
-# The files of a run's record; the curves are the event files of these folders.
-RECORD_FILES = (PARAMS_FILE, EVAL_RESULTS_FILE, TIMES_FILE)
-CURVE_DIRS = ("train", "eval")
+# The files of a run's record.
+RECORD_FILES = (PARAMS_FILE, EVAL_RESULTS_FILE, TIMES_FILE, scalars.SCALARS_FILE)
 # Study-level outputs, rewritten as cells finish.
 REPORT_FILES = (report.REPORT_FILE, report.RESULTS_FILE)
 # Where `restore` moves what an unfinished run left, inside the run's folder.
@@ -71,13 +72,7 @@ def _record_paths(run_dir):
     evaluation comes last: it is what marks a run finished, so a copy cut short
     leaves a run that is not finished rather than one missing its curves or weights.
     """
-    paths = []
-    for curves in CURVE_DIRS:
-        folder = os.path.join(run_dir, curves)
-        if os.path.isdir(folder):
-            paths += [os.path.join(curves, name) for name in sorted(os.listdir(folder))
-                      if name.startswith("events.out.tfevents.")]
-    paths += [name for name in RECORD_FILES if os.path.isfile(os.path.join(run_dir, name))]
+    paths = [name for name in RECORD_FILES if os.path.isfile(os.path.join(run_dir, name))]
     if os.path.isfile(os.path.join(run_dir, WEIGHTS_INDEX)):
         paths += [name for name in sorted(os.listdir(run_dir))
                   if name.startswith(native.WEIGHTS_PREFIX + ".data-")]
@@ -102,18 +97,30 @@ def _copy_if_changed(source, destination):
 
 
 def _copy_run(source_root, destination_root, run):
-    """Makes the destination's record of `run` the source's: copies, then drops stale curves.
+    """Makes the destination's record of `run` the source's.
 
-    A run trained again (a pretraining whose record had no weights) writes new
-    event files; the old ones would otherwise sit beside them as a second curve.
+    A run trained in the source has its `scalars.json` written (or brought up
+    to date) from its event files first: a run trained again (a pretraining
+    whose record had no weights) has new curves.
     """
-    paths = _record_paths(os.path.join(source_root, run))
-    for path in paths:
+    scalars.write_from_events(os.path.join(source_root, run))
+    for path in _record_paths(os.path.join(source_root, run)):
         _copy_if_changed(os.path.join(source_root, run, path),
                          os.path.join(destination_root, run, path))
-    for path in _record_paths(os.path.join(destination_root, run)):
-        if os.path.dirname(path) in CURVE_DIRS and path not in paths:
-            os.remove(os.path.join(destination_root, run, path))
+
+
+def _drop_event_files(record_dir):
+    """Removes event files (and then empty curve folders) from a record.
+
+    A record keeps its curves in `scalars.json`; records saved before it kept
+    the event files themselves.
+    """
+    for path in scalars.event_files(record_dir):
+        os.remove(path)
+    for split in scalars.CURVE_DIRS:
+        folder = os.path.join(record_dir, split)
+        if os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
 
 
 def has_weights(run_dir: str) -> bool:
@@ -146,7 +153,9 @@ def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> 
     """Copies the report and every finished run's record from `out_dir` to `records_dir`.
 
     Files already equal are left alone, so saving after every cell costs little
-    and a commit of `records_dir` shows only what changed.
+    and a commit of `records_dir` shows only what changed. A run's curves go
+    into the records as `scalars.json`, written into its folder in `out_dir`
+    from its event files; the records keep no event files.
 
     Args:
       out_dir: the study's output directory.
@@ -163,6 +172,7 @@ def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> 
             # Before the record's evaluation file: a record that says finished has its weights.
             _keep_weights(os.path.join(out_dir, run), os.path.join(records_dir, run))
         _copy_run(out_dir, records_dir, run)
+        _drop_event_files(os.path.join(records_dir, run))
     for name in REPORT_FILES:
         if os.path.isfile(os.path.join(out_dir, name)):
             _copy_if_changed(os.path.join(out_dir, name), os.path.join(records_dir, name))

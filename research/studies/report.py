@@ -1,13 +1,15 @@
 """A study's outputs: `results.json`, `report.md` and PNG plots, from the finished units.
 
 Everything here is read back from the run directories (eval_results.json,
-TensorBoard event files, params.yaml, unit_times.jsonl), so the report can be
-rewritten at any time, from a partly finished study too.
+the curves of TensorBoard event files or of a record's scalars.json,
+params.yaml, unit_times.jsonl), so the report can be rewritten at any time,
+from a partly finished study too, and from records alone.
 
 Statistics per (arm, task): the main dev metric of every seed at the chosen
-learning rate, their mean, sample standard deviation and range. Pretraining
-"beats" its twin on a task when the gap of the means is larger than the
-spread of both arms (the larger of their two ranges, max - min over seeds).
+learning rate, their mean, sample standard deviation and range. An arm is
+better (or worse) than another on a task when its mean is above (or below)
+the other's by more than the spread of both arms (the larger of their two
+ranges, max - min over seeds); within the spread neither is.
 """
 
 import json
@@ -18,9 +20,8 @@ import statistics
 import yaml
 
 from bert_tf import sweep
-from bert_tf.training.summaries import read_scalars
 from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
-from research.studies import units
+from research.studies import scalars, units
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
@@ -42,7 +43,7 @@ def training_loop_seconds(train_curves, batch_size):
     time is never recorded) and leaves out start-up and evaluation.
 
     Args:
-      train_curves: the run's training scalars (`read_scalars` of `train/`).
+      train_curves: the run's training scalars (`scalars.read(run)["train"]`).
       batch_size: rows per step; used only for runs that logged no
         `steps_per_second` (before it existed), whose `examples_per_second`
         then counts one example per row (they did not pack).
@@ -70,8 +71,7 @@ def pretraining_summary(name, model_dir):
     # rewrites eval_results.json at every evaluation, which tables must not read as final.
     final = sweep.finished_results(model_dir)
     latest = _read_json(os.path.join(model_dir, EVAL_RESULTS_FILE))
-    curves = {"train": read_scalars(os.path.join(model_dir, "train")),
-              "eval": read_scalars(os.path.join(model_dir, "eval"))}
+    curves = scalars.read(model_dir)
     summary = {"name": name, "model_dir": model_dir,
                "wall_seconds": units.wall_seconds(model_dir),
                "curves": {split: {tag: points for tag, points in tags.items() if tag in CURVE_TAGS}
@@ -134,11 +134,23 @@ def comparisons(spec, cells):
                 continue
             gap = a["mean"] - b["mean"]
             spread = max(a["range"], b["range"])
+            # Two-sided: the first arm can be worse beyond the spread, too.
+            beyond = abs(gap) > spread
             rows.append({"task": task.name, "metric": a["main_metric"], "arm": base,
                          "versus": arm.name, "gap": gap, "spread": spread,
-                         "beyond_spread": gap > spread,
+                         "beyond_spread": beyond,
+                         "direction": ("better" if gap > 0 else "worse") if beyond else None,
                          "complete": a["complete"] and b["complete"]})
     return rows
+
+
+def spread_verdict(row: dict) -> str:
+    """A comparison's verdict as the report prints it: "yes, better", "yes, worse" or "no".
+
+    Args:
+      row: one of `comparisons`' rows.
+    """
+    return f"yes, {row['direction']}" if row["beyond_spread"] else "no"
 
 
 def _pct(value):
@@ -459,12 +471,15 @@ def _markdown(study, manifest, pretraining, cells, rows, tables):
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     if rows:
-        lines += ["", f"Gap `{spec.arms[0].name}` minus the other arm, against the spread "
-                  "(the larger range over seeds of the two arms):", "",
-                  "| task | versus | gap | spread | gap > spread |", "|---|---|---|---|---|"]
+        base = spec.arms[0].name
+        lines += ["", f"Gap `{base}` minus the other arm, against the spread "
+                  "(the larger range over seeds of the two arms); beyond the spread, "
+                  f"`{base}` is better (gap above it) or worse (gap below minus it):", "",
+                  "| task | versus | gap | spread | gap beyond spread |",
+                  "|---|---|---|---|---|"]
         for r in rows:
             lines.append(f"| {r['task']} | {r['versus']} | {_pct(r['gap'])} | "
-                         f"{_pct(r['spread'])} | {'yes' if r['beyond_spread'] else 'no'}"
+                         f"{_pct(r['spread'])} | {spread_verdict(r)}"
                          f"{'' if r['complete'] else ' (incomplete)'} |")
     grids = [spec.suite.learning_rates_of(task) for task in spec.suite.tasks]
     rates = list(dict.fromkeys(f"{lr:g}" for grid in grids for lr in grid))

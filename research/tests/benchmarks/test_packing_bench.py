@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from research.benchmarks import packing
+from research.benchmarks import packing, packing_report
 from tests.helpers import require_shared
 
 TINY = ["--preset", "bert_tiny", "--finetune_preset", "bert_tiny", "--repeats", "1",
@@ -65,3 +65,34 @@ def test_an_unknown_part_is_refused_naming_it(tmp_path, capsys):
     code = packing.main(["--output_dir", str(tmp_path), "--parts", "pretrain_256"])
     assert code == 2
     assert "--parts: unknown ['pretrain_256']" in capsys.readouterr().err
+
+
+def _rounds(seconds_by_runner, count_key):
+    return {name: [{"seconds": s, count_key: 10.0, "steps": 2} for s in seconds]
+            for name, seconds in seconds_by_runner.items()}
+
+
+def test_packed_to_unpacked_is_a_median_of_per_round_ratios(tmp_path):
+    # Per-round packed / unpacked: 2, 4, 0.5 (median 2); the two median rates are equal (1x).
+    seconds = {"ours_packed": [1.0, 2.0, 4.0], "garden_padded": [4.0, 4.0, 4.0]}
+    finetune_rounds = _rounds({**seconds, "ours_dynamic": [2.0, 8.0, 2.0]}, "examples")
+    pretrain_rounds = _rounds({**seconds, "ours_padded": [2.0, 8.0, 2.0]}, "tokens")
+    assert packing.median_ratio(finetune_rounds, "examples", "ours_packed",
+                                "ours_dynamic") == 2.0
+    parts = {
+        "pretrain_512": {"rows": 8, "seq_length": 512, "rounds": pretrain_rounds,
+                         "summary": packing.summarise(pretrain_rounds, "tokens",
+                                                      "garden_padded"),
+                         "step_matmul_flops": {"packed": 1e9, "padded": 1e9},
+                         "fp32_matmul_peak_gflops": 100.0},
+        "finetune_mrpc": {"examples_per_batch": 32, "packed_rows_per_batch": 15,
+                          "rounds": finetune_rounds,
+                          "summary": packing.summarise(finetune_rounds, "examples",
+                                                       "garden_padded")}}
+    summary = parts["finetune_mrpc"]["summary"]
+    assert summary["ours_packed"]["rate"] == summary["ours_dynamic"]["rate"] == 5.0
+    packing_report.write_report({"parts": parts}, str(tmp_path))
+    report = (tmp_path / "report.md").read_text()
+    assert "packed / our padded rows: 2.00x" in report
+    assert "packed / our dynamic padding: 2.00x" in report
+    assert "Ours packed / Model Garden: 2.00x" in report  # 4 / 2, 4 / 1 (median), 4 / 4

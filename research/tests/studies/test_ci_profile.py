@@ -68,6 +68,9 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     assert not list(kept.rglob("ckpt-*")) and not list(kept.rglob("*.weights.h5"))
     assert [p.relative_to(kept).as_posix() for p in kept.rglob("weights.index")] == [
         "pretraining/mlm_nsp/weights.index"]
+    # Each run's curves as one scalars.json, no TensorBoard event files.
+    assert not list(kept.rglob("events.out.tfevents.*"))
+    assert len(list(kept.rglob("scalars.json"))) == 3
     # Everything is finished: on a new machine (an empty --out) the records are
     # copied back, nothing trains and the report has the same numbers.
     second = _run(tmp_path / "new_machine", "pretrain_vs_random", "--records", str(kept))
@@ -75,7 +78,8 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     again = json.loads((tmp_path / "new_machine" / "results.json").read_text())
     assert [c["seed_scores"] for c in again["finetuning"]] == \
         [c["seed_scores"] for c in results["finetuning"]]
-    assert again["pretraining"][0]["final_eval"] == results["pretraining"][0]["final_eval"]
+    for key in ("final_eval", "curves", "first_eval", "train_loop_seconds"):
+        assert again["pretraining"][0][key] == results["pretraining"][0][key], key
     # The restored pretraining holds the weights its arm fine-tuned from.
     trained, _ = native.load_model(str(out / "pretraining" / "mlm_nsp"))  # from ckpt-8
     restored, _ = native.load_model(str(tmp_path / "new_machine" / "pretraining" / "mlm_nsp"))

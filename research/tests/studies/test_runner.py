@@ -117,7 +117,7 @@ def test_a_study_task_may_choose_and_report_by_another_metric(tmp_path):
         study.run_suite_cell(base, mrpc, execute=False)
 
 
-def test_a_gap_counts_only_beyond_the_spread_of_both_arms():
+def test_a_gap_counts_only_beyond_the_spread_of_both_arms_either_way():
     spec = spec_lib.load_study("pretrain_vs_random")
 
     def cell(arm, task, mean, spread):
@@ -126,9 +126,16 @@ def test_a_gap_counts_only_beyond_the_spread_of_both_arms():
 
     rows = report.comparisons(spec, [cell("pretrained", "stsb", 0.70, 0.02),
                                      cell("random_init", "stsb", 0.60, 0.05),
+                                     cell("pretrained", "conll2003", 0.53, 0.01),
+                                     cell("random_init", "conll2003", 0.55, 0.01),
                                      cell("pretrained", "rte", 0.55, 0.04),
-                                     cell("random_init", "rte", 0.53, 0.01)])
-    assert [(r["task"], r["beyond_spread"]) for r in rows] == [("stsb", True), ("rte", False)]
+                                     cell("random_init", "rte", 0.53, 0.01),
+                                     cell("pretrained", "mrpc", 0.50, 0.04),
+                                     cell("random_init", "mrpc", 0.53, 0.01)])
+    assert [(r["task"], r["beyond_spread"], r["direction"]) for r in rows] == [
+        ("stsb", True, "better"), ("conll2003", True, "worse"), ("mrpc", False, None),
+        ("rte", False, None)]
+    assert [report.spread_verdict(r) for r in rows] == ["yes, better", "yes, worse", "no", "no"]
 
 
 def test_a_finished_unit_is_not_run_again(tmp_path):

@@ -4,11 +4,12 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from research.studies import corpus as corpus_lib
-from research.studies import records, runner, units
+from research.studies import records, report, runner, scalars, units
 from research.studies import spec as spec_lib
 from research.studies.units import TrainUnit
 
@@ -16,17 +17,29 @@ ENCODER = {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2, "num_heads":
            "intermediate_size": 64}
 
 
-def _run_folder(model_dir, metrics, steps=10, reached=None, extra=None):
+def _write_curves(model_dir, loss=1.0):
+    """Real TensorBoard event files: a falling training loss, one held-out evaluation."""
+    from bert_tf.training.summaries import SummaryWriters
+
+    writers = SummaryWriters(model_dir)
+    for step in (5, 10):
+        # Values with no short decimal: a record must keep them to the last bit.
+        writers.scalars(writers.train, step, {"loss": loss / step, "learning_rate": 1e-4 / 3,
+                                              "mlm_accuracy": step / 30, "steps_per_second": 2.5})
+        writers.scalars(writers.eval, step, {"mlm_accuracy": step / 70, "mlm_loss": loss / 7})
+    writers.close()
+
+
+def _run_folder(model_dir, metrics, steps=10, reached=None, extra=None, loss=1.0):
     """A trainer run folder: config, evaluation at step `reached`, curves, a checkpoint."""
-    os.makedirs(os.path.join(model_dir, "train"), exist_ok=True)
+    os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "params.yaml"), "w") as f:
         yaml.safe_dump({"trainer": {"train_steps": steps}, **(extra or {})}, f)
     with open(os.path.join(model_dir, "eval_results.json"), "w") as f:
         json.dump({"step": steps if reached is None else reached, "metrics": metrics}, f)
     with open(os.path.join(model_dir, "unit_times.jsonl"), "w") as f:
         f.write('{"seconds": 12.5, "exit_code": 0}\n')
-    with open(os.path.join(model_dir, "train", "events.out.tfevents.1.host.0.v2"), "wb") as f:
-        f.write(b"curves")
+    _write_curves(model_dir, loss)
     for name in ("ckpt-10.index", "ckpt-10.data-00000-of-00001", "checkpoint", "vocab.txt"):
         with open(os.path.join(model_dir, name), "wb") as f:
             f.write(b"weights")
@@ -43,19 +56,90 @@ def test_only_finished_runs_are_recorded_and_without_their_checkpoints(tmp_path)
 
     assert records.save(str(out), str(kept)) == ["finetune/a/stsb/lr0.0001_seed0"]
     run = kept / "finetune" / "a" / "stsb" / "lr0.0001_seed0"
-    assert sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) == [
-        "eval_results.json", "params.yaml", "train/events.out.tfevents.1.host.0.v2",
-        "unit_times.jsonl"]
+    # The curves as one scalars.json: no event files in the records.
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == [
+        "eval_results.json", "params.yaml", "scalars.json", "unit_times.jsonl"]
+    trained = out / "finetune" / "a" / "stsb" / "lr0.0001_seed0"
+    assert scalars.read(str(run)) == scalars.read(str(trained))
+    assert scalars.read(str(run))["train"]["loss"] == [(5, pytest.approx(0.2)),
+                                                       (10, pytest.approx(0.1))]
     assert not (kept / "finetune" / "a" / "stsb" / "lr5e-05_seed0").exists()
     assert (kept / "report.md").read_text() == "# report\n"
     assert (kept / "plots" / "dev_scores.png").read_bytes() == b"\x89PNG"
 
-    # Saving again leaves equal files alone and picks up the report's new text.
-    os.utime(run / "params.yaml", (1, 1))
+    # Saving again leaves equal files alone (the scalars are not read from the events
+    # again) and picks up the report's new text.
+    for path in (run / "params.yaml", run / "scalars.json", trained / "scalars.json"):
+        os.utime(path, (1e9, 1e9))
+    for path in scalars.event_files(str(trained)):
+        os.utime(path, (1e9 - 1, 1e9 - 1))
     (out / "report.md").write_text("# report, later\n")
     records.save(str(out), str(kept))
-    assert os.stat(run / "params.yaml").st_mtime == 1
+    for path in (run / "params.yaml", run / "scalars.json", trained / "scalars.json"):
+        assert os.stat(path).st_mtime == 1e9
     assert (kept / "report.md").read_text() == "# report, later\n"
+
+
+def test_a_report_from_a_record_has_the_curves_of_the_event_files(tmp_path):
+    out, kept, new_machine = tmp_path / "out", tmp_path / "records", tmp_path / "new_machine"
+    params = {"model": {"encoder": ENCODER, "use_nsp": False},
+              "trainer": {"train_steps": 10, "global_batch_size": 8},
+              "data": {"max_seq_length": 32, "vocab_file": "/v/vocab.txt"},
+              "optimizer": {"learning_rate": 1e-4, "warmup_steps": 1},
+              "runtime": {"mixed_precision": "float32"}}
+    trained = out / "pretraining" / "mlm"
+    _run_folder(str(trained), {"mlm_accuracy": 0.2, "mlm_loss": 1 / 7}, extra=params)
+    records.save(str(out), str(kept))
+    assert records.restore(str(kept), str(new_machine)) == ["pretraining/mlm"]
+    restored = new_machine / "pretraining" / "mlm"
+    assert not scalars.event_files(str(restored))
+
+    from_events = report.pretraining_summary("mlm", str(trained))
+    from_record = report.pretraining_summary("mlm", str(restored))
+    assert from_events["curves"]["eval"]["mlm_accuracy"][1] == (10, float(np.float32(10 / 70)))
+    assert from_events["train_loop_seconds"] == pytest.approx(4.0)
+    assert from_events.pop("model_dir") != from_record.pop("model_dir")
+    assert from_record == from_events  # curves, first evaluation, loop seconds: bit for bit
+    # The metrics in the order the events hold them, as results.json lists them.
+    order = list(scalars.read(str(trained))["train"])
+    assert order == ["loss", "learning_rate", "mlm_accuracy", "steps_per_second"]
+    assert list(scalars.read(str(restored))["train"]) == order
+
+
+def test_records_saved_with_event_files_are_converted(tmp_path):
+    old, out = tmp_path / "records", tmp_path / "out"
+    _run_folder(str(old / "finetune" / "a" / "stsb" / "lr0.0001_seed0"), {"pearson": 0.5})
+    record = old / "finetune" / "a" / "stsb" / "lr0.0001_seed0"
+    curves = scalars.read(str(record))
+    records.restore(str(old), str(out))
+    records.save(str(out), str(old))
+    assert not scalars.event_files(str(record)) and not (record / "train").exists()
+    assert scalars.read(str(record)) == curves
+    assert scalars.read(str(out / "finetune" / "a" / "stsb" / "lr0.0001_seed0")) == curves
+
+
+def test_scalars_json_keeps_float32_values_exactly_and_compactly(tmp_path):
+    values = [0.1, 1 / 3, 1e-8, 3.0e38, -2.5, 0.0, 123456.789, float("nan"), float("inf")]
+    curves = {"train": {"loss": [(i, float(np.float32(v))) for i, v in enumerate(values)]},
+              "eval": {}}
+    text = scalars.dumps(curves)
+    assert len(text.splitlines()) == 6  # one line per series
+    assert "0.33333334" in text and "0.3333333432674408" not in text
+    (tmp_path / "scalars.json").write_text(text)
+    back = scalars.read(str(tmp_path))
+    assert back["eval"] == {}
+    for (step, value), (step_back, value_back) in zip(curves["train"]["loss"],
+                                                      back["train"]["loss"], strict=True):
+        assert step_back == step
+        assert value_back == value or (np.isnan(value) and np.isnan(value_back))
+
+
+def test_event_files_come_before_a_scalars_json(tmp_path):
+    _write_curves(str(tmp_path), loss=2.0)
+    (tmp_path / "scalars.json").write_text('{"train": {"loss": [[5, 9.0]]}, "eval": {}}')
+    assert scalars.read(str(tmp_path))["train"]["loss"] == [(5, pytest.approx(0.4)),
+                                                            (10, pytest.approx(0.2))]
+    assert scalars.read(str(tmp_path / "nothing")) == {"train": {}, "eval": {}}
 
 
 def test_restored_runs_count_as_finished_and_supersede_unfinished_ones(tmp_path):
@@ -161,10 +245,7 @@ def test_a_weightless_pretraining_no_run_used_is_pretrained_again(tmp_path, monk
     def train(unit, lock, log):
         trained.append(unit.name)
         if unit.name.startswith("pretraining/"):
-            _pretraining_with_checkpoint(Path(unit.model_dir))
-            # A new run writes curves of its own name.
-            os.replace(os.path.join(unit.model_dir, "train", "events.out.tfevents.1.host.0.v2"),
-                       os.path.join(unit.model_dir, "train", "events.out.tfevents.2.host.0.v2"))
+            _pretraining_with_checkpoint(Path(unit.model_dir), loss=3.0)  # new curves
         else:
             assert records.has_weights(unit.init_checkpoint)
             _run_folder(unit.model_dir, every_main_metric)
@@ -181,9 +262,10 @@ def test_a_weightless_pretraining_no_run_used_is_pretrained_again(tmp_path, monk
     run = tmp_path / "out" / "pretraining" / "mlm_nsp"
     [aside] = [p for p in run.iterdir() if p.name.startswith("unfinished-")]
     assert (aside / "eval_results.json").exists() and str(aside) in messages[0]
-    # The record now is the new pretraining's: its curves, not both runs' curves.
-    assert [p.name for p in (kept / "pretraining" / "mlm_nsp" / "train").iterdir()] == [
-        "events.out.tfevents.2.host.0.v2"]
+    # The record now is the new pretraining's: its curves, not the first run's.
+    assert scalars.read(str(kept / "pretraining" / "mlm_nsp"))["train"]["loss"] == [
+        (5, pytest.approx(0.6)), (10, pytest.approx(0.3))]
+    assert not (kept / "pretraining" / "mlm_nsp" / "train").exists()
 
 
 def test_a_weightless_record_does_not_supersede_a_run_holding_a_checkpoint(tmp_path):
@@ -209,7 +291,7 @@ def test_the_final_evaluation_is_copied_last(tmp_path):
     assert records._record_paths(str(run))[-1] == "eval_results.json"
 
 
-def _pretraining_with_checkpoint(run_dir):
+def _pretraining_with_checkpoint(run_dir, loss=1.0):
     """A finished pretraining run whose `ckpt-3` holds the weights and optimizer-like state."""
     import tensorflow as tf
 
@@ -219,7 +301,7 @@ def _pretraining_with_checkpoint(run_dir):
 
     _run_folder(str(run_dir), {"mlm_accuracy": 0.1},
                 extra={"model": {"encoder": TINY.to_dict()},
-                       "data": {"vocab_file": "/v/vocab.txt", "lower_case": True}})
+                       "data": {"vocab_file": "/v/vocab.txt", "lower_case": True}}, loss=loss)
     for name in ("ckpt-10.index", "ckpt-10.data-00000-of-00001", "checkpoint"):
         os.remove(os.path.join(run_dir, name))
     model = BertPretrainer(BertEncoder.from_encoder_config(TINY))
@@ -272,8 +354,8 @@ def test_without_keep_weights_only_the_record_is_saved(tmp_path):
     _pretraining_with_checkpoint(out / "pretraining" / "mlm_nsp")
     records.save(str(out), str(kept))
     record = kept / "pretraining" / "mlm_nsp"
-    assert sorted(p.name for p in record.iterdir() if p.is_file()) == [
-        "eval_results.json", "params.yaml", "unit_times.jsonl"]
+    assert sorted(p.name for p in record.iterdir()) == [
+        "eval_results.json", "params.yaml", "scalars.json", "unit_times.jsonl"]
 
 
 def test_kept_weights_are_copied_before_their_index_and_the_evaluation_last(tmp_path):
