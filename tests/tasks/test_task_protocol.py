@@ -7,6 +7,9 @@ proves the seam between `Task` and the trainer, not any real task.
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ import yaml
 from bert_tf import tasks, train
 from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.config import ConfigError
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.models.encoder_config import EncoderConfig
 from bert_tf.tasks.base import (
@@ -143,7 +147,7 @@ class MarkTask(Task):
 @pytest.fixture
 def registered(monkeypatch):
     """MarkTask registered for this test only."""
-    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TASKS", tasks.TASKS.copy())
     tasks.register_task(MarkTask)
 
 
@@ -194,12 +198,37 @@ def test_a_task_missing_an_abstract_method_cannot_be_instantiated():
 
 
 def test_register_task_checks_what_it_registers(monkeypatch):
-    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TASKS", tasks.TASKS.copy())
     with pytest.raises(TypeError, match="subclass of bert_tf.tasks.base.Task"):
         tasks.register_task(dict)
     glue = tasks.task_class("glue")
-    with pytest.raises(ValueError, match="'glue' is already registered"):
+    with pytest.raises(ValueError, match="task 'glue' is registered already"):
         tasks.register_task(glue)
     renamed = type("Renamed", (MarkTask,), {"name": "renamed"})
     with pytest.raises(ValueError, match="MarkExperiment.task must default to 'renamed'"):
         tasks.register_task(renamed)
+
+
+def test_built_in_tasks_are_imported_when_first_named():
+    # In a fresh process: importing the registry imports no task (nor TensorFlow).
+    code = (
+        "import sys\n"
+        "from bert_tf import tasks\n"
+        "from bert_tf.registry import LazyEntry\n"
+        "assert 'tensorflow' not in sys.modules\n"
+        "assert all(isinstance(entry, LazyEntry) for entry in tasks.TASKS.values())\n"
+        "glue = tasks.task_class('glue')\n"
+        "assert glue.name == 'glue' and tasks.TASKS['glue'] is glue\n"
+        "assert isinstance(tasks.TASKS['squad'], LazyEntry)\n"
+        "print(sorted(tasks.TASKS))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(
+        ["glue", "ner", "ner_features", "pretraining", "squad", "swag"])
+
+
+def test_an_unknown_task_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"unknown task 'nope'; expected one of \['glue'"):
+        tasks.task_class("nope")
