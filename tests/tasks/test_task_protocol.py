@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from bert_tf import tasks, train
+from bert_tf import evaluate, tasks, train
 from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.config import ConfigError
@@ -29,6 +29,7 @@ from bert_tf.tasks.base import (
     experiment_class,
 )
 from bert_tf.text import tokenizer_contract
+from bert_tf.training import precision
 
 SEQ = 16
 MARK = 50  # the token id whose presence is the label
@@ -187,6 +188,37 @@ def test_a_registered_task_trains_through_the_trainer(registered, vocab_file, tm
     assert type(model).__name__ == "BertClassifier"
     assert metadata["task"] == MarkTask(experiment).task_record()
     assert metadata["tokenizer"] == tokenizer_contract.contract_from_vocab(vocab_file, True)
+
+
+def test_training_and_evaluation_resolve_auto_to_the_same_policy(
+        registered, vocab_file, tmp_path, monkeypatch):
+    # A CPU with native bf16, whatever this machine has: auto must not mean float32 here.
+    policy = "mixed_bfloat16"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"amx_bf16"}))
+    built = []  # the dtype each path builds its model with
+
+    def build_model(self, dtype=None):
+        built.append(dtype)
+        return original(self, dtype)
+
+    original = MarkTask.build_model
+    monkeypatch.setattr(MarkTask, "build_model", build_model)
+    config = tmp_path / "mark.yaml"
+    config.write_text(yaml.safe_dump({
+        "task": "find_the_mark",
+        "data": {"vocab_file": vocab_file},
+        "trainer": {"train_steps": 1, "global_batch_size": 8, "steps_per_loop": 1,
+                    "checkpoint_every": 1, "eval_every": 0},
+        "runtime": {"strategy": "cpu", "mixed_precision": "auto"},
+    }))
+    run_dir = tmp_path / "run"
+    assert train.run(*tasks.load_experiment(str(config)), str(run_dir)) == 0
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    assert params["runtime"]["mixed_precision"] == policy
+
+    _, model, _ = evaluate.load_run(str(run_dir), ["runtime.mixed_precision=auto"])
+    assert model.encoder.dtype_policy.name == policy
+    assert built == [precision.model_dtype(policy)] * 2
 
 
 def test_a_task_missing_an_abstract_method_cannot_be_instantiated():
