@@ -72,9 +72,8 @@ def restore_model(task, model_dir):
     from bert_tf.training import precision as precision_lib
 
     # A run's params.yaml holds the policy its trainer resolved; `auto` comes only from --set.
-    precision = precision_lib.resolve(task.experiment.runtime.mixed_precision,
-                                      tf.distribute.get_strategy())
-    model = task.build_model(dtype=None if precision == "float32" else precision)
+    experiment = precision_lib.resolve_experiment(task.experiment, tf.distribute.get_strategy())
+    model = task.build_model(dtype=precision_lib.model_dtype(experiment.runtime.mixed_precision))
     return model, native.restore_weights(model, model_dir)
 
 

@@ -66,10 +66,12 @@ def main(argv=None):
         if all(pattern.endswith(".tfrecord") for pattern in args.input):
             dataset = records.read_pretraining_records(args.input)
         else:
-            dataset = pretraining.pretraining_dataset(
-                args.input, tokenizer, batch_size=None, max_seq_length=args.max_seq_length,
+            options = pretraining.PretrainingOptions(
+                max_seq_length=args.max_seq_length,
                 max_predictions_per_seq=args.max_predictions_per_seq, nsp=not args.no_nsp,
-                whole_word_masking=args.whole_word_masking, seed=args.seed, epoch=args.epoch)
+                whole_word_masking=args.whole_word_masking, seed=args.seed)
+            dataset = pretraining.pretraining_dataset(
+                args.input, tokenizer, batch_size=None, options=options, epoch=args.epoch)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -100,15 +100,17 @@ def create_shards(args):
     if lower_case is None:
         lower_case = tokenizer_contract.guess_lower_case(args.vocab_file)
     tokenizer = BertTokenizer(args.vocab_file, lower_case=lower_case)
-    dataset = pretraining.pretraining_dataset(
-        patterns, tokenizer, args.vocab_file, batch_size=None,
+    options = pretraining.PretrainingOptions(
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
         nsp=not args.no_nsp, whole_word_masking=args.whole_word_mask,
-        seed=args.random_seed, epoch=0, num_epochs=args.dupe_factor,
+        masking_fractions=fractions, seed=args.random_seed,
         documents_per_window=args.documents_per_window,
-        shuffle_buffer_size=args.shuffle_buffer_size, masking_fractions=fractions)
+        shuffle_buffer_size=args.shuffle_buffer_size)
+    dataset = pretraining.pretraining_dataset(
+        patterns, tokenizer, args.vocab_file, batch_size=None, options=options, epoch=0,
+        num_epochs=args.dupe_factor)
     # Batches cross into Python cheaper than single examples.
     dataset = dataset.batch(256)
 

@@ -26,11 +26,15 @@ and the block-wise instance shuffle mix the documents.
 Feature names are the original BERT ones (`input_ids`, `input_mask`,
 `segment_ids`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`,
 `next_sentence_labels`); `to_model_inputs` maps them to the model's inputs.
-Without NSP (`nsp=False`) `next_sentence_labels` is omitted, so a task cannot
-train the NSP head on constant labels by mistake.
+Without NSP (`PretrainingOptions.nsp=False`) `next_sentence_labels` is
+omitted, so a task cannot train the NSP head on constant labels by mistake.
 
 Shape legend: B batch, S max_seq_length, P max_predictions_per_seq.
 """
+
+from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
@@ -42,6 +46,7 @@ from bert_tf.data.sentence_pairs import make_instances
 from bert_tf.text.masking import (
     BERT_FRACTIONS,
     DynamicMasker,
+    MaskingFractions,
     VocabInfo,
     read_vocab,
     vocab_info_from_tokens,
@@ -51,6 +56,71 @@ from bert_tf.text.masking import (
 _PAIRS_TAG = 11
 _SHUFFLE_TAG = 12
 _MASK_TAG = 13
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingOptions:
+    """What the pretraining examples are: BERT's data options, the seed, packing.
+
+    The same options and seed give the same examples in every run; where an
+    epoch starts, how it is batched and distributed are arguments of
+    `pretraining_dataset` instead.
+
+    Attributes:
+      max_seq_length: tokens per sequence S, [CLS] and [SEP]s included.
+      max_predictions_per_seq: most masked positions P per sequence.
+      masked_lm_prob: fraction of a sequence's tokens selected for masking.
+      short_seq_prob: chance that an instance targets a shorter length than
+        `max_seq_length` (as in BERT, to match shorter fine-tuning inputs).
+      nsp: build sentence pairs with next-sentence labels; False builds
+        single segments of consecutive text and leaves `next_sentence_labels` out.
+      whole_word_masking: select whole words (all their "##" pieces); needs
+        the vocab file.
+      masking_fractions: what the selected tokens become (default BERT's
+        80 % [MASK], 10 % kept, 10 % random).
+      seed: the run's seed, folded into every random draw.
+      documents_per_window: how many documents are grouped to draw the
+        "random other document" of NotNext pairs from (see `sentence_pairs`).
+      shuffle_buffer_size: instances are shuffled in blocks of this many
+        (a seeded permutation per block); instances of one document are
+        consecutive before it. 0 or 1 disables.
+      packing: a `bert_tf.data.packing.PackingOptions` to pack several
+        instances per row (see `bert_tf.data.packing`), or None (one instance
+        per row).
+      cycle_length: corpus files read at once (fixed for reproducibility).
+      holdout_every: with k >= 2, every k-th document of an input pipeline is
+        held out (see `corpus.holdout_split` and `pretraining_dataset`'s
+        `held_out`); 0 holds none out.
+
+    Raises:
+      ValueError: on construction, for `documents_per_window` < 1,
+        `max_predictions_per_seq` > `max_seq_length`, or `short_seq_prob`
+        outside [0, 1].
+    """
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    nsp: bool = True
+    whole_word_masking: bool = False
+    masking_fractions: MaskingFractions = BERT_FRACTIONS
+    seed: int = 0
+    documents_per_window: int = 64
+    shuffle_buffer_size: int = 10000
+    packing: packing_lib.PackingOptions | None = None
+    cycle_length: int = 4
+    holdout_every: int = 0
+
+    def __post_init__(self):
+        if self.documents_per_window < 1:
+            raise ValueError(f"documents_per_window must be >= 1, got "
+                             f"{self.documents_per_window}")
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} exceeds "
+                             f"max_seq_length={self.max_seq_length}")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
 
 def _fold(seed, *values):
@@ -104,13 +174,9 @@ def _tokenize_window(tokenizer, documents):
     return tf.RaggedTensor.from_row_splits(tokens, documents.row_splits, validate=False)
 
 
-def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
-                         max_seq_length=128, max_predictions_per_seq=20,
-                         masked_lm_prob=0.15, short_seq_prob=0.1, nsp=True,
-                         whole_word_masking=False, seed=0, pipeline_id=0,
-                         documents_per_window=64, shuffle_buffer_size=10000,
-                         start_example=0, packing=None, masking_fractions=BERT_FRACTIONS,
-                         num_parallel_calls=tf.data.AUTOTUNE):
+def pretraining_examples(documents, tokenizer, vocab_file=None,
+                         options: PretrainingOptions | None = None, *, epoch=0,
+                         pipeline_id=0, start_example=0, num_parallel_calls=tf.data.AUTOTUNE):
     """One epoch of unbatched pretraining examples from a dataset of documents.
 
     Args:
@@ -121,68 +187,42 @@ def pretraining_examples(documents, tokenizer, vocab_file=None, *, epoch=0,
         `sep_id`, `mask_id` (e.g. `bert_tf.text.tokenizer.BertTokenizer`).
       vocab_file: the tokenizer's vocab.txt; optional when the tokenizer has
         a `vocab` token list; one of them is required for whole-word masking.
+      options: the `PretrainingOptions` (None: the defaults); `cycle_length`
+        and `holdout_every` do not apply (the documents are given).
       epoch: int or scalar int64 tensor, folded into every random draw.
-      max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
-        nsp, whole_word_masking: BERT's data options (see the module docstring).
-      seed: the run's seed.
       pipeline_id: index of this input pipeline (multi-host), folded into the draws.
-      documents_per_window: how many documents are grouped to draw the
-        "random other document" of NotNext pairs from (see `sentence_pairs`).
-      shuffle_buffer_size: instances are shuffled in blocks of this many
-        (a seeded permutation per block); instances of one document are
-        consecutive before it. 0 or 1 disables.
       start_example: skip this many examples (resuming inside the epoch);
         with packing, this many packed rows.
-      packing: a `bert_tf.data.packing.PackingOptions` to pack several
-        instances per row (see `bert_tf.data.packing`), or None.
-      masking_fractions: a `bert_tf.text.masking.MaskingFractions`: what the
-        selected tokens become (default BERT's 80 % [MASK], 10 % kept, 10 % random).
       num_parallel_calls: parallelism of the maps (order stays deterministic).
 
     Returns:
       A `tf.data.Dataset` of feature dicts (see `FEATURE_NAMES`; packed rows
       add the features of `bert_tf.data.packing.merge_pretraining_slots`).
     """
-    vocab, masker = _prepare(tokenizer, vocab_file, max_seq_length=max_seq_length,
-                             max_predictions_per_seq=max_predictions_per_seq,
-                             masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
-                             whole_word_masking=whole_word_masking,
-                             documents_per_window=documents_per_window,
-                             masking_fractions=masking_fractions)
+    options = PretrainingOptions() if options is None else options
+    vocab, masker = _prepare(tokenizer, vocab_file, options)
     return _epoch_examples(
-        documents, tokenizer, vocab, masker, epoch=epoch, start_example=start_example,
-        max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, nsp=nsp, seed=seed,
-        pipeline_id=pipeline_id, documents_per_window=documents_per_window,
-        shuffle_buffer_size=shuffle_buffer_size, packing=packing,
-        num_parallel_calls=num_parallel_calls)
+        documents, tokenizer, vocab, masker, options, epoch=epoch, start_example=start_example,
+        pipeline_id=pipeline_id, num_parallel_calls=num_parallel_calls)
 
 
-def _prepare(tokenizer, vocab_file, *, max_seq_length, max_predictions_per_seq,
-             masked_lm_prob, short_seq_prob, whole_word_masking, documents_per_window,
-             masking_fractions):
-    """Validates the options eagerly and builds the vocabulary tables and the masker."""
-    if documents_per_window < 1:
-        raise ValueError(f"documents_per_window must be >= 1, got {documents_per_window}")
-    if max_predictions_per_seq > max_seq_length:
-        raise ValueError(f"max_predictions_per_seq={max_predictions_per_seq} exceeds "
-                         f"max_seq_length={max_seq_length}")
-    if not 0.0 <= short_seq_prob <= 1.0:
-        raise ValueError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
+def _prepare(tokenizer, vocab_file, options):
+    """Builds the vocabulary tables and the masker (eagerly, checking the vocab)."""
     vocab = vocab_for_tokenizer(tokenizer, vocab_file)
-    if whole_word_masking and vocab.is_continuation is None:
+    if options.whole_word_masking and vocab.is_continuation is None:
         raise ValueError("whole_word_masking needs the vocab file (to know the '##' pieces)")
     masker = DynamicMasker.from_vocab(
-        vocab, whole_word_masking=whole_word_masking,
-        max_predictions_per_seq=max_predictions_per_seq, masked_lm_prob=masked_lm_prob,
-        fractions=masking_fractions)
+        vocab, whole_word_masking=options.whole_word_masking,
+        max_predictions_per_seq=options.max_predictions_per_seq,
+        masked_lm_prob=options.masked_lm_prob, fractions=options.masking_fractions)
     return vocab, masker
 
 
-def _epoch_examples(documents, tokenizer, vocab, masker, *, epoch, start_example,
-                    max_seq_length, short_seq_prob, nsp, seed, pipeline_id,
-                    documents_per_window, shuffle_buffer_size, packing, num_parallel_calls):
+def _epoch_examples(documents, tokenizer, vocab, masker, options, *, epoch, start_example,
+                    pipeline_id, num_parallel_calls):
     """The dataset of `pretraining_examples`, from validated inputs (traceable)."""
-    key = _fold(tf.constant([seed, 0], tf.int64), epoch, pipeline_id)
+    max_seq_length, nsp = options.max_seq_length, options.nsp
+    key = _fold(tf.constant([options.seed, 0], tf.int64), epoch, pipeline_id)
     pairs_key = _fold(key, _PAIRS_TAG)
     mask_key = _fold(key, _MASK_TAG)
 
@@ -191,7 +231,7 @@ def _epoch_examples(documents, tokenizer, vocab, masker, *, epoch, start_example
         return make_instances(
             document_tokens, _fold(pairs_key, window_index), max_seq_length=max_seq_length,
             cls_id=vocab.cls_id, sep_id=vocab.sep_id, pad_id=vocab.pad_id,
-            short_seq_prob=short_seq_prob, nsp=nsp)
+            short_seq_prob=options.short_seq_prob, nsp=nsp)
 
     def mask_example(example_index, instance):
         features = dict(instance)
@@ -200,13 +240,14 @@ def _epoch_examples(documents, tokenizer, vocab, masker, *, epoch, start_example
             del features["next_sentence_labels"]
         return {name: features[name] for name in FEATURE_NAMES if name in features}
 
-    windows = documents.ragged_batch(documents_per_window).enumerate()
+    windows = documents.ragged_batch(options.documents_per_window).enumerate()
     instances = windows.map(window_instances, num_parallel_calls=num_parallel_calls).unbatch()
-    if shuffle_buffer_size > 1:
-        instances = _shuffle_blocks(instances, shuffle_buffer_size, _fold(key, _SHUFFLE_TAG))
-    if packing is not None:
+    if options.shuffle_buffer_size > 1:
+        instances = _shuffle_blocks(instances, options.shuffle_buffer_size,
+                                    _fold(key, _SHUFFLE_TAG))
+    if options.packing is not None:
         return _packed_examples(
-            instances, masker, mask_key, packing, max_seq_length=max_seq_length,
+            instances, masker, mask_key, options.packing, max_seq_length=max_seq_length,
             start_example=start_example, nsp=nsp, num_parallel_calls=num_parallel_calls)
     examples = instances.enumerate().skip(start_example)
     return examples.map(mask_example, num_parallel_calls=num_parallel_calls)
@@ -262,14 +303,9 @@ def _shuffle_blocks(instances, block_size, key):
 
 
 def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size,
-                        max_seq_length=128, max_predictions_per_seq=20,
-                        masked_lm_prob=0.15, short_seq_prob=0.1, nsp=True,
-                        whole_word_masking=False, seed=0, epoch=0, num_epochs=1,
-                        start_example=0, documents_per_window=64,
-                        shuffle_buffer_size=10000, input_context=None,
-                        drop_remainder=True, cycle_length=4, holdout_every=0,
-                        held_out=False, packing=None, masking_fractions=BERT_FRACTIONS,
-                        num_parallel_calls=tf.data.AUTOTUNE):
+                        options: PretrainingOptions | None = None, epoch=0, num_epochs=1,
+                        start_example=0, input_context=None, held_out=False,
+                        drop_remainder=True, num_parallel_calls=tf.data.AUTOTUNE):
     """Batches of dynamically masked BERT pretraining features from corpus files.
 
     Args:
@@ -279,53 +315,42 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
       tokenizer, vocab_file: see `pretraining_examples`.
       batch_size: the global batch size; with `input_context` each pipeline
         batches `input_context.get_per_replica_batch_size(batch_size)`.
-        None yields unbatched examples.
+        None yields unbatched examples. With `options.packing`, rows.
+      options: the `PretrainingOptions` (None: the defaults).
       epoch: the first epoch (folded into all draws); resuming a run passes the
         epoch and the `start_example` where it stopped.
       num_epochs: epochs to produce, `epoch, epoch + 1, ...`; None repeats forever.
-      start_example: examples of the first epoch to skip.
+      start_example: examples (with packing, rows) of the first epoch to skip.
       input_context: optional `tf.distribute.InputContext`; files are sharded
         by `corpus.document_dataset` and the pipeline id is folded into the draws.
+      held_out: with `options.holdout_every` >= 2, True yields only the
+        held-out documents (an eval set), False only the others (the training set).
       drop_remainder: drop the last partial batch (static shapes for TPUs).
-      cycle_length: files read at once (fixed for reproducibility).
-      holdout_every, held_out: with `holdout_every=k` >= 2, every k-th
-        document of this input pipeline is held out (see
-        `corpus.holdout_split`); `held_out=True` yields only those (an eval
-        set), `held_out=False` only the others (the training set).
-      packing: a `bert_tf.data.packing.PackingOptions`, or None (one
-        instance per row); `batch_size` and `start_example` then count rows.
-      Other arguments: see `pretraining_examples`.
+      num_parallel_calls: parallelism of the maps (order stays deterministic).
 
     Returns:
       A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids`
       int32 [B, S]; `masked_lm_positions`, `masked_lm_ids` int32 [B, P];
       `masked_lm_weights` float32 [B, P]; `next_sentence_labels` int32 [B]
-      (0 IsNext, 1 NotNext; absent when `nsp=False`).
+      (0 IsNext, 1 NotNext; absent when `options.nsp` is False).
     """
+    options = PretrainingOptions() if options is None else options
     if num_epochs is not None and num_epochs < 1:
         raise ValueError(f"num_epochs must be >= 1 or None, got {num_epochs}")
     documents = corpus.document_dataset(
-        file_patterns, input_context=input_context, cycle_length=cycle_length,
+        file_patterns, input_context=input_context, cycle_length=options.cycle_length,
         num_parallel_calls=num_parallel_calls)
-    if holdout_every:
-        documents = corpus.holdout_split(documents, holdout_every, held_out)
+    if options.holdout_every:
+        documents = corpus.holdout_split(documents, options.holdout_every, held_out)
     pipeline_id = input_context.input_pipeline_id if input_context is not None else 0
     # Eagerly, before the flat_map below traces anything.
-    vocab, masker = _prepare(tokenizer, vocab_file, max_seq_length=max_seq_length,
-                             max_predictions_per_seq=max_predictions_per_seq,
-                             masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
-                             whole_word_masking=whole_word_masking,
-                             documents_per_window=documents_per_window,
-                             masking_fractions=masking_fractions)
+    vocab, masker = _prepare(tokenizer, vocab_file, options)
 
     def one_epoch(current_epoch):
         skip = tf.where(current_epoch == epoch, tf.cast(start_example, tf.int64), 0)
         return _epoch_examples(
-            documents, tokenizer, vocab, masker, epoch=current_epoch, start_example=skip,
-            max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, nsp=nsp,
-            seed=seed, pipeline_id=pipeline_id, documents_per_window=documents_per_window,
-            shuffle_buffer_size=shuffle_buffer_size, packing=packing,
-            num_parallel_calls=num_parallel_calls)
+            documents, tokenizer, vocab, masker, options, epoch=current_epoch,
+            start_example=skip, pipeline_id=pipeline_id, num_parallel_calls=num_parallel_calls)
 
     last = np.iinfo(np.int64).max if num_epochs is None else epoch + num_epochs
     dataset = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)

@@ -14,6 +14,7 @@ from bert_tf.layers.bert_embeddings import BertEmbeddings
 from bert_tf.layers.bert_layer_norm import BertLayerNorm
 from bert_tf.layers.bert_self_attention import BertSelfAttention
 from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.layers.dropout_dense_head import DropoutDenseHead
 from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.layers.multiple_choice_head import MultipleChoiceHead
 from bert_tf.layers.next_sentence_head import NextSentenceHead
@@ -24,5 +25,5 @@ from bert_tf.layers.transformer_block import TransformerBlock
 __all__ = [
     "BertDropout", "BertLayerNorm", "BertEmbeddings", "BertSelfAttention",
     "TransformerBlock", "MaskedLMHead", "NextSentenceHead", "ClassificationHead", "SpanHead",
-    "TokenClassificationHead", "MultipleChoiceHead",
+    "TokenClassificationHead", "MultipleChoiceHead", "DropoutDenseHead",
 ]

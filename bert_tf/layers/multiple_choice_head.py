@@ -3,11 +3,11 @@
 import keras
 from keras import ops
 
-from bert_tf.layers.bert_dropout import BertDropout
+from bert_tf.layers.dropout_dense_head import DropoutDenseHead
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class MultipleChoiceHead(keras.layers.Layer):
+class MultipleChoiceHead(DropoutDenseHead):
     """Scores each (context, choice) sequence and groups the scores by example.
 
     Input: pooled outputs of the flattened choices [B * C, D]. Output: float32
@@ -23,26 +23,14 @@ class MultipleChoiceHead(keras.layers.Layer):
 
     def __init__(self, num_choices: int, dropout: float = 0.1,
                  initializer_range: float = 0.02, **kwargs):
-        super().__init__(**kwargs)
         if num_choices < 2:
             raise ValueError(f"num_choices must be >= 2, got {num_choices}")
+        # One score per (context, choice) row.
+        super().__init__(1, dropout=dropout, initializer_range=initializer_range, **kwargs)
         self.num_choices = num_choices
-        self.dropout = dropout
-        self.initializer_range = initializer_range
-
-    def build(self, pooled_shape):
-        self.dropout_layer = BertDropout(
-            self.dropout, dtype=self.dtype_policy, name="dropout")
-        self.dense = keras.layers.Dense(
-            1, kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=self.initializer_range),
-            dtype=self.dtype_policy, name="dense")
-        self.dense.build(pooled_shape)
-        self.built = True
 
     def call(self, pooled_output, training=None):
-        hidden = self.dropout_layer(pooled_output, training=training)
-        scores = ops.cast(self.dense(hidden), "float32")  # [B * C, 1]
+        scores = super().call(pooled_output, training=training)  # [B * C, 1]
         return ops.reshape(scores, (-1, self.num_choices))  # [B, C]
 
     def compute_output_shape(self, pooled_shape):
@@ -50,9 +38,6 @@ class MultipleChoiceHead(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "num_choices": self.num_choices,
-            "dropout": self.dropout,
-            "initializer_range": self.initializer_range,
-        })
+        del config["units"]  # always 1
+        config["num_choices"] = self.num_choices
         return config

@@ -10,21 +10,45 @@ imported when first named; `register_task` adds another.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 
 from bert_tf import config as config_lib
 from bert_tf import packaged_configs
+from bert_tf.registry import Registry
 
-# name -> (module, class name) of a built-in task, or a class given to `register_task`.
-TASKS: dict[str, tuple[str, str] | type] = {
-    "pretraining": ("bert_tf.tasks.pretraining", "PretrainingTask"),
-    "glue": ("bert_tf.tasks.glue", "GlueTask"),
-    "squad": ("bert_tf.tasks.squad", "SquadTask"),
-    "ner": ("bert_tf.tasks.ner", "NerTask"),
-    "ner_features": ("bert_tf.tasks.ner_features", "NerFeaturesTask"),
-    "swag": ("bert_tf.tasks.swag", "SwagTask"),
-}
+
+def _check_task_class(task_class) -> None:
+    """Refuses a task class without a name or an experiment dataclass to match.
+
+    Raises:
+      TypeError: no name, or no experiment dataclass.
+      ValueError: the config's `task` default differs from the name.
+    """
+    name = getattr(task_class, "name", None)
+    config_class = getattr(task_class, "config_class", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{task_class.__name__}.name must be a non-empty string, got {name!r}")
+    if not dataclasses.is_dataclass(config_class):
+        raise TypeError(f"{task_class.__name__}.config_class must be an experiment "
+                        f"dataclass, got {config_class!r}")
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    if "task" not in fields or fields["task"].default != name:
+        raise ValueError(f"{config_class.__name__}.task must default to {name!r}, the "
+                         f"task's name")
+
+
+# Task name -> task class. The base class is named by its path: importing it
+# (and TensorFlow) waits until a task is registered or looked up.
+TASKS: Registry[type] = Registry("task", "bert_tf.tasks.base.Task", classes=True,
+                                 validate=_check_task_class)
+for _name, _path in (("pretraining", "bert_tf.tasks.pretraining.PretrainingTask"),
+                     ("glue", "bert_tf.tasks.glue.GlueTask"),
+                     ("squad", "bert_tf.tasks.squad.SquadTask"),
+                     ("ner", "bert_tf.tasks.ner.NerTask"),
+                     ("ner_features", "bert_tf.tasks.ner_features.NerFeaturesTask"),
+                     ("swag", "bert_tf.tasks.swag.SwagTask")):
+    TASKS.add_lazy(_name, _path)
+del _name, _path
 
 
 def register_task(task_class: type) -> type:
@@ -41,41 +65,18 @@ def register_task(task_class: type) -> type:
       TypeError: not a `Task` subclass, or no experiment dataclass.
       ValueError: the name is taken, or the config's `task` default differs.
     """
-    from bert_tf.tasks.base import Task
-
-    if not (isinstance(task_class, type) and issubclass(task_class, Task)):
-        raise TypeError(f"register_task takes a subclass of bert_tf.tasks.base.Task, "
-                        f"got {task_class!r}")
-    name = getattr(task_class, "name", None)
-    config_class = getattr(task_class, "config_class", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{task_class.__name__}.name must be a non-empty string, got {name!r}")
-    if not dataclasses.is_dataclass(config_class):
-        raise TypeError(f"{task_class.__name__}.config_class must be an experiment "
-                        f"dataclass, got {config_class!r}")
-    fields = {field.name: field for field in dataclasses.fields(config_class)}
-    if "task" not in fields or fields["task"].default != name:
-        raise ValueError(f"{config_class.__name__}.task must default to {name!r}, the "
-                         f"task's name")
-    if name in TASKS:
-        raise ValueError(f"a task named {name!r} is already registered")
-    TASKS[name] = task_class
-    return task_class
+    return TASKS.add(task_class)
 
 
 def task_class(name: str) -> type:
-    """The task class registered under `name`.
+    """The task class registered under `name` (a built-in one is imported now).
 
     Raises:
       ConfigError: no task of that name.
     """
     if name not in TASKS:
         raise config_lib.ConfigError(f"unknown task {name!r}; expected one of {sorted(TASKS)}")
-    entry = TASKS[name]
-    if isinstance(entry, type):
-        return entry
-    module, attribute = entry
-    return getattr(importlib.import_module(module), attribute)
+    return TASKS.lookup(name)
 
 
 def load_experiment(path: str, overrides=()):

@@ -196,16 +196,18 @@ class PretrainingTask(Task):
         tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
         holdout = 0 if data.eval_files else data.eval_holdout_every
         files = data.eval_files if (evaluation and data.eval_files) else data.train_files
-        dataset = pretraining_data.pretraining_dataset(
-            files, tokenizer, data.vocab_file, batch_size=batch_size,
+        options = pretraining_data.PretrainingOptions(
             max_seq_length=data.max_seq_length,
             max_predictions_per_seq=data.max_predictions_per_seq,
             masked_lm_prob=data.masked_lm_prob, short_seq_prob=data.short_seq_prob,
             nsp=data.sentence_pairs, whole_word_masking=data.whole_word_masking,
-            seed=seed, num_epochs=None, documents_per_window=data.documents_per_window,
-            shuffle_buffer_size=data.shuffle_buffer_size, input_context=input_context,
-            holdout_every=holdout, held_out=evaluation, packing=self._packing_options(),
-            masking_fractions=masking_fractions(data))
+            masking_fractions=masking_fractions(data), seed=seed,
+            documents_per_window=data.documents_per_window,
+            shuffle_buffer_size=data.shuffle_buffer_size, packing=self._packing_options(),
+            holdout_every=holdout)
+        dataset = pretraining_data.pretraining_dataset(
+            files, tokenizer, data.vocab_file, batch_size=batch_size, options=options,
+            num_epochs=None, input_context=input_context, held_out=evaluation)
         if data.sentence_pairs and not self.model_config.use_nsp:
             # Pairs without the NSP loss: the features of the pipeline's nsp=False.
             dataset = dataset.map(_without_next_sentence_features)

@@ -7,8 +7,13 @@ emulates bf16 and float32 is the faster one (BERT-mini on a 2-core AMD Zen 3:
 18.4 sequences/s in float32 against 16.1 in bf16; BENCHMARKS.md). GPUs of
 compute capability 7.x (Volta, Turing) have float16 tensor cores, used with
 loss scaling (`mixed_float16`); older GPUs gain nothing from either.
+
+The trainer and `bert_tf.evaluate` both build their model through
+`resolve_experiment` and `model_dtype`, so a run is evaluated in the policy
+it would train in on the same machine.
 """
 
+import dataclasses
 import logging
 
 import tensorflow as tf
@@ -111,3 +116,37 @@ def resolve(precision: str, strategy: tf.distribute.Strategy) -> str:
         _slowest_gpu_capability() if device == "gpu" else None)
     logging.info("runtime.mixed_precision=auto chose %s: %s", chosen, reason)
     return chosen
+
+
+def resolve_experiment(experiment, strategy: tf.distribute.Strategy):
+    """`experiment` with `runtime.mixed_precision` resolved (see `resolve`).
+
+    Args:
+      experiment: an experiment dataclass with a `runtime` (`RuntimeConfig`) section.
+      strategy: the strategy the model is built under.
+
+    Returns:
+      `experiment` itself when its policy is not `auto`, else a copy with
+      the chosen policy.
+    """
+    runtime = experiment.runtime
+    chosen = resolve(runtime.mixed_precision, strategy)
+    if chosen == runtime.mixed_precision:
+        return experiment
+    return dataclasses.replace(experiment,
+                               runtime=dataclasses.replace(runtime, mixed_precision=chosen))
+
+
+def model_dtype(policy: str) -> str | None:
+    """The `dtype` for `Task.build_model` under a resolved policy: None for float32.
+
+    Args:
+      policy: `float32`, `mixed_bfloat16` or `mixed_float16` (not `auto`).
+
+    Raises:
+      ValueError: `policy` is `auto`, which `resolve_experiment` must replace first.
+    """
+    if policy == AUTO:
+        raise ValueError("runtime.mixed_precision=auto must be resolved before the model is "
+                         "built (precision.resolve_experiment)")
+    return None if policy == FLOAT32 else policy

@@ -164,15 +164,11 @@ class Trainer:
         and optimizer slots are float32 under every policy). The previous run's
         policy is kept: a run that moves into float16 starts its loss scale over.
         """
-        runtime = self.experiment.runtime
         path = os.path.join(self.model_dir, PARAMS_FILE)
         # The policy of the run this one may resume (read before params.yaml is rewritten).
         self._previous_precision = (config_lib.load_yaml(path).get("runtime", {}).get(
             "mixed_precision") if os.path.isfile(path) else None)
-        chosen = precision.resolve(runtime.mixed_precision, self.strategy)
-        if chosen != runtime.mixed_precision:
-            self.experiment = dataclasses.replace(
-                self.experiment, runtime=dataclasses.replace(runtime, mixed_precision=chosen))
+        self.experiment = precision.resolve_experiment(self.experiment, self.strategy)
 
     def _steps_from_epochs(self):
         """Sets `trainer.train_steps` from `trainer.train_epochs` and the task's data size."""
@@ -192,7 +188,7 @@ class Trainer:
         runtime, config = self.experiment.runtime, self.config
         policy = runtime.mixed_precision
         with self.strategy.scope():
-            self.model = self.task.build_model(dtype=None if policy == "float32" else policy)
+            self.model = self.task.build_model(dtype=precision.model_dtype(policy))
             self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
             self.optimizer.build(self.model.trainable_variables)
             counter = dict(dtype=tf.int64, trainable=False,

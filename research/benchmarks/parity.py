@@ -136,7 +136,7 @@ def materialise_batches(path, args, num_batches, log=print):
         log(f"{path} holds {len(batches['input_ids'])} batches; rebuilding {num_batches}")
     import tensorflow as tf
 
-    from bert_tf.data.pretraining import pretraining_dataset
+    from bert_tf.data.pretraining import PretrainingOptions, pretraining_dataset
     from bert_tf.text.tokenizer import BertTokenizer
 
     patterns = [_data_path(p) for p in args.corpus.split(",") if p]
@@ -153,11 +153,12 @@ def materialise_batches(path, args, num_batches, log=print):
         patterns.append(os.path.join(folder, "*"))
     vocab_file = _data_path(args.vocab_file)
     start = time.perf_counter()
+    options = PretrainingOptions(
+        max_seq_length=args.seq_length, max_predictions_per_seq=args.max_predictions,
+        seed=args.seed, shuffle_buffer_size=1000)
     dataset = pretraining_dataset(
         patterns, BertTokenizer(vocab_file, lower_case=True), vocab_file,
-        batch_size=args.batch_size, max_seq_length=args.seq_length,
-        max_predictions_per_seq=args.max_predictions, seed=args.seed, num_epochs=None,
-        shuffle_buffer_size=1000)
+        batch_size=args.batch_size, options=options, num_epochs=None)
     collected = {}
     for batch in dataset.take(num_batches):
         for key, value in batch.items():

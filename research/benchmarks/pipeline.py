@@ -39,10 +39,11 @@ def measure_pipeline(files, tokenizer, vocab_file, *, batch_size, max_seq_length
 
     The first batch (tracing, filling the shuffle buffer) is timed separately.
     """
-    dataset = pretraining.pretraining_dataset(
-        files, tokenizer, vocab_file, batch_size=batch_size, max_seq_length=max_seq_length,
-        max_predictions_per_seq=max_predictions_per_seq,
+    options = pretraining.PretrainingOptions(
+        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
         whole_word_masking=whole_word_masking, seed=seed)
+    dataset = pretraining.pretraining_dataset(
+        files, tokenizer, vocab_file, batch_size=batch_size, options=options)
     start = time.perf_counter()
     iterator = iter(dataset)
     first = next(iterator)

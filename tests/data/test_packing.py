@@ -61,12 +61,14 @@ def _tokenizer(vocab_file):
     return BertTokenizer(vocab_file, lower_case=True)
 
 
-def _dataset(corpus, vocab_file, **kwargs):
-    options = dict(batch_size=None, max_seq_length=SEQ, seed=3, num_epochs=1,
-                   shuffle_buffer_size=64, short_seq_prob=0.5)
-    options.update(kwargs)
+def _dataset(corpus, vocab_file, *, batch_size=None, start_example=0, packing=None):
+    options = pretraining.PretrainingOptions(max_seq_length=SEQ, seed=3,
+                                             shuffle_buffer_size=64, short_seq_prob=0.5,
+                                             packing=packing)
     files = os.path.join(corpus, "*.txt")
-    return pretraining.pretraining_dataset(files, _tokenizer(vocab_file), vocab_file, **options)
+    return pretraining.pretraining_dataset(files, _tokenizer(vocab_file), vocab_file,
+                                           batch_size=batch_size, options=options,
+                                           start_example=start_example)
 
 
 def _sequences(row):

@@ -59,13 +59,19 @@ def _stack(examples):
     return {name: np.stack([e[name] for e in examples]) for name in examples[0]}
 
 
-def _small_dataset(corpus, tokenizer, **kwargs):
-    """The pipeline over the ten speeches of the 1790s, unbatched, seq 64."""
-    options = dict(batch_size=None, seed=5, documents_per_window=4, shuffle_buffer_size=64,
-                   max_seq_length=64, max_predictions_per_seq=10)
-    options.update(kwargs)
-    return pretraining.pretraining_dataset(os.path.join(corpus, "179*.txt"), tokenizer,
-                                           **options)
+def _small_dataset(corpus, tokenizer, vocab_file=None, *, batch_size=None, num_epochs=1,
+                   start_example=0, input_context=None, **options):
+    """The pipeline over the ten speeches of the 1790s, unbatched, seq 64.
+
+    `options` are `PretrainingOptions` fields that replace the small defaults.
+    """
+    options = pretraining.PretrainingOptions(**{
+        "seed": 5, "documents_per_window": 4, "shuffle_buffer_size": 64,
+        "max_seq_length": 64, "max_predictions_per_seq": 10, **options})
+    return pretraining.pretraining_dataset(
+        os.path.join(corpus, "179*.txt"), tokenizer, vocab_file, batch_size=batch_size,
+        options=options, num_epochs=num_epochs, start_example=start_example,
+        input_context=input_context)
 
 
 def _small_run(corpus, tokenizer, **kwargs):
@@ -221,8 +227,8 @@ def test_pairs_come_from_the_corpus(sotu_corpus, tokenizer):
 def test_real_corpus_statistics(sotu_corpus, tokenizer):
     # The 20th-century speeches: about 1.1 M tokens, 9 k sequences.
     dataset = pretraining.pretraining_dataset(
-        os.path.join(sotu_corpus, "19*.txt"), tokenizer, batch_size=256, seed=11,
-        drop_remainder=False)
+        os.path.join(sotu_corpus, "19*.txt"), tokenizer, batch_size=256,
+        options=pretraining.PretrainingOptions(seed=11), drop_remainder=False)
     batches = list(dataset.as_numpy_iterator())
     data = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
     tokens = data["input_mask"].sum()
@@ -269,6 +275,17 @@ def test_whole_word_masking_without_nsp(sotu_corpus, tokenizer, vocab_file):
         whole_words += int((chosen & glued).any())
     assert whole_words > 10
     assert np.mean(np.array(lengths) == 64) > 0.7
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"documents_per_window": 0}, "documents_per_window must be >= 1, got 0"),
+    ({"max_seq_length": 16, "max_predictions_per_seq": 20},
+     "max_predictions_per_seq=20 exceeds max_seq_length=16"),
+    ({"short_seq_prob": 1.5}, r"short_seq_prob must be in \[0, 1\], got 1.5"),
+])
+def test_pretraining_options_are_checked_on_construction(values, message):
+    with pytest.raises(ValueError, match=message):
+        pretraining.PretrainingOptions(**values)
 
 
 # --- determinism -------------------------------------------------------------

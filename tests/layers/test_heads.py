@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-from bert_tf.layers import ClassificationHead, MultipleChoiceHead, SpanHead, TokenClassificationHead
+from bert_tf.layers import (
+    ClassificationHead,
+    DropoutDenseHead,
+    MultipleChoiceHead,
+    SpanHead,
+    TokenClassificationHead,
+)
 from bert_tf.models import BertEncoder, BertPretrainer
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
@@ -83,3 +89,35 @@ def test_multiple_choice_head_groups_choices():
     scores = (pooled @ head.dense.kernel.numpy() + head.dense.bias.numpy())[:, 0]
     assert logits.shape == (2, 4)
     assert max_abs_diff(logits, scores.reshape(2, 4)) < 1e-5
+
+
+@pytest.mark.parametrize("make, rows, width_key", [
+    (lambda: ClassificationHead(3, name="classification_head"), (4, 8), "num_classes"),
+    (lambda: TokenClassificationHead(5, name="token_classification_head"), (2, 3, 8),
+     "num_labels"),
+    (lambda: MultipleChoiceHead(4, name="multiple_choice_head"), (8, 8), "num_choices"),
+])
+def test_heads_on_dropout_dense_keep_weight_paths_and_config(make, rows, width_key):
+    head = make()
+    features = np.random.default_rng(3).normal(size=rows).astype("float32")
+    out = head(features)
+    # Checkpoints and converters key the weights by these paths.
+    assert [v.path for v in head.trainable_variables] == [
+        f"{head.name}/dense/kernel", f"{head.name}/dense/bias"]
+    config = head.get_config()
+    assert "units" not in config and config[width_key] == getattr(head, width_key)
+    clone = type(head).from_config(config)
+    assert tuple(clone(features).shape) == tuple(out.shape)
+
+
+def test_dropout_dense_head_is_dropout_then_dense():
+    head = DropoutDenseHead(2, dropout=0.5, name="probe")
+    features = np.random.default_rng(4).normal(size=(3, 5, 6)).astype("float32")
+    out = head(features, training=False).numpy()
+    expected = features @ head.dense.kernel.numpy() + head.dense.bias.numpy()
+    assert out.shape == (3, 5, 2) and out.dtype == np.float32
+    assert max_abs_diff(out, expected) < 1e-5
+    assert max_abs_diff(out, head(features, training=True).numpy()) > 1e-4
+    assert DropoutDenseHead.from_config(head.get_config()).units == 2
+    with pytest.raises(ValueError, match="units"):
+        DropoutDenseHead(0)

@@ -7,15 +7,18 @@ proves the seam between `Task` and the trainer, not any real task.
 
 import dataclasses
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
 
-from bert_tf import tasks, train
+from bert_tf import evaluate, tasks, train
 from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.config import ConfigError
 from bert_tf.models import BertClassifier, BertEncoder
 from bert_tf.models.encoder_config import EncoderConfig
 from bert_tf.tasks.base import (
@@ -25,6 +28,7 @@ from bert_tf.tasks.base import (
     experiment_class,
 )
 from bert_tf.text import tokenizer_contract
+from bert_tf.training import precision
 
 SEQ = 16
 MARK = 50  # the token id whose presence is the label
@@ -143,7 +147,7 @@ class MarkTask(Task):
 @pytest.fixture
 def registered(monkeypatch):
     """MarkTask registered for this test only."""
-    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TASKS", tasks.TASKS.copy())
     tasks.register_task(MarkTask)
 
 
@@ -185,6 +189,37 @@ def test_a_registered_task_trains_through_the_trainer(registered, vocab_file, tm
     assert metadata["tokenizer"] == tokenizer_contract.contract_from_vocab(vocab_file, True)
 
 
+def test_training_and_evaluation_resolve_auto_to_the_same_policy(
+        registered, vocab_file, tmp_path, monkeypatch):
+    # A CPU with native bf16, whatever this machine has: auto must not mean float32 here.
+    policy = "mixed_bfloat16"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"amx_bf16"}))
+    built = []  # the dtype each path builds its model with
+
+    def build_model(self, dtype=None):
+        built.append(dtype)
+        return original(self, dtype)
+
+    original = MarkTask.build_model
+    monkeypatch.setattr(MarkTask, "build_model", build_model)
+    config = tmp_path / "mark.yaml"
+    config.write_text(yaml.safe_dump({
+        "task": "find_the_mark",
+        "data": {"vocab_file": vocab_file},
+        "trainer": {"train_steps": 1, "global_batch_size": 8, "steps_per_loop": 1,
+                    "checkpoint_every": 1, "eval_every": 0},
+        "runtime": {"strategy": "cpu", "mixed_precision": "auto"},
+    }))
+    run_dir = tmp_path / "run"
+    assert train.run(*tasks.load_experiment(str(config)), str(run_dir)) == 0
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    assert params["runtime"]["mixed_precision"] == policy
+
+    _, model, _ = evaluate.load_run(str(run_dir), ["runtime.mixed_precision=auto"])
+    assert model.encoder.dtype_policy.name == policy
+    assert built == [precision.model_dtype(policy)] * 2
+
+
 def test_a_task_missing_an_abstract_method_cannot_be_instantiated():
     methods = {key: value for key, value in vars(MarkTask).items()
                if key != "compute_loss" and not key.startswith(("__", "_abc"))}
@@ -194,12 +229,36 @@ def test_a_task_missing_an_abstract_method_cannot_be_instantiated():
 
 
 def test_register_task_checks_what_it_registers(monkeypatch):
-    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TASKS", tasks.TASKS.copy())
     with pytest.raises(TypeError, match="subclass of bert_tf.tasks.base.Task"):
         tasks.register_task(dict)
     glue = tasks.task_class("glue")
-    with pytest.raises(ValueError, match="'glue' is already registered"):
+    with pytest.raises(ValueError, match="task 'glue' is registered already"):
         tasks.register_task(glue)
     renamed = type("Renamed", (MarkTask,), {"name": "renamed"})
     with pytest.raises(ValueError, match="MarkExperiment.task must default to 'renamed'"):
         tasks.register_task(renamed)
+
+
+def test_built_in_tasks_are_imported_when_first_named():
+    # In a fresh process: importing the registry imports no task (nor TensorFlow).
+    code = (
+        "import sys\n"
+        "from bert_tf import tasks\n"
+        "from bert_tf.registry import LazyEntry\n"
+        "assert 'tensorflow' not in sys.modules\n"
+        "assert all(isinstance(entry, LazyEntry) for entry in tasks.TASKS.values())\n"
+        "print(sorted(tasks.TASKS))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(
+        ["glue", "ner", "ner_features", "pretraining", "squad", "swag"])
+    # Named, a task is imported and takes its entry's place.
+    swag = tasks.task_class("swag")
+    assert swag.name == "swag" and tasks.TASKS["swag"] is swag
+
+
+def test_an_unknown_task_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"unknown task 'nope'; expected one of \['glue'"):
+        tasks.task_class("nope")

@@ -1,5 +1,7 @@
 """`runtime.mixed_precision: auto`: the policy chosen from the hardware, and its config value."""
 
+import dataclasses
+
 import pytest
 import tensorflow as tf
 
@@ -56,3 +58,23 @@ def test_the_config_accepts_auto_and_names_the_choices_otherwise():
     with pytest.raises(ValueError, match="runtime.mixed_precision must be one of .*'auto'.*"
                                          "got 'bf16'"):
         RuntimeConfig(mixed_precision="bf16")
+
+
+@dataclasses.dataclass
+class _Experiment:
+    runtime: RuntimeConfig
+
+
+def test_resolve_experiment_replaces_only_auto_and_model_dtype_maps_the_policy(monkeypatch):
+    strategy = tf.distribute.get_strategy()
+    fixed = _Experiment(RuntimeConfig(mixed_precision="mixed_float16"))
+    assert precision.resolve_experiment(fixed, strategy) is fixed
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    auto = _Experiment(RuntimeConfig(mixed_precision="auto", seed=7))
+    resolved = precision.resolve_experiment(auto, strategy)
+    assert resolved.runtime == RuntimeConfig(mixed_precision="mixed_bfloat16", seed=7)
+    assert auto.runtime.mixed_precision == "auto"  # the caller's experiment is left alone
+    assert [precision.model_dtype(p) for p in ("float32", "mixed_bfloat16", "mixed_float16")] == [
+        None, "mixed_bfloat16", "mixed_float16"]
+    with pytest.raises(ValueError, match="auto must be resolved before the model is built"):
+        precision.model_dtype("auto")
