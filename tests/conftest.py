@@ -26,6 +26,20 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.path not in slow_files)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def release_module_state():
+    """Frees what a test file left behind once it ends: Keras' global state and cycles.
+
+    A worker runs hundreds of tests in one process; without this, every model,
+    traced function and loaded SavedModel of finished files stays reachable from
+    Keras' global state, and a worker grew past 7 GB.
+    """
+    yield
+    import keras
+
+    keras.backend.clear_session(free_memory=True)
+
+
 @pytest.fixture
 def shared_file():
     """Returns a function mapping a path under ../shared/data to an existing file.

@@ -95,7 +95,7 @@ def test_the_train_step_holds_no_string_ops(write_config, tmp_path):
     assert _string_typed(tokenize.graph.as_graph_def())
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_mirrored_over_two_cpu_devices_matches_one_device(write_config, tmp_path):
     config = write_config(model=NO_DROPOUT, trainer=SHORT)
     one = run_train(config, tmp_path / "one")
@@ -132,7 +132,7 @@ def _start_workers(config, model_dir, *extra):
     return processes
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_two_worker_processes_train_identically_and_match_one_process(write_config, tmp_path):
     config = write_config(model=NO_DROPOUT, trainer=dict(SHORT, input_distribution="global"))
     single = run_train(config, tmp_path / "single")
@@ -151,7 +151,7 @@ def test_two_worker_processes_train_identically_and_match_one_process(write_conf
     assert difference < 1e-5
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_preempting_one_worker_checkpoints_the_cluster_which_then_resumes(write_config,
                                                                           tmp_path):
     config = write_config(trainer={"train_steps": 40, "steps_per_loop": 2,

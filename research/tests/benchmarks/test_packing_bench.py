@@ -8,6 +8,9 @@ import pytest
 from research.benchmarks import packing, packing_report
 from tests.helpers import require_shared
 
+# A benchmark's own run: the second test command (-m long).
+pytestmark = pytest.mark.long
+
 TINY = ["--preset", "bert_tiny", "--finetune_preset", "bert_tiny", "--repeats", "1",
         "--batches", "2", "--pretrain_rows", "2",
         "--max_train_examples", "64", "--serve_iterations", "2", "--serve_preset", "bert_tiny",
@@ -25,7 +28,6 @@ def bench(tmp_path_factory):
     return args, packing.run(args, log=lambda message: None)
 
 
-@pytest.mark.slow
 def test_packed_rows_carry_more_real_tokens_and_every_part_reports(bench):
     args, results = bench
     parts = results["parts"]
@@ -49,7 +51,6 @@ def test_packed_rows_carry_more_real_tokens_and_every_part_reports(bench):
     assert os.path.getsize(os.path.join(args.output_dir, "ratios.png")) > 0
 
 
-@pytest.mark.slow
 def test_a_rerun_skips_finished_parts(bench):
     args, results = bench
     messages = []

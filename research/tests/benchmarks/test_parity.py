@@ -13,6 +13,9 @@ import pytest
 from research.benchmarks import parity
 from tests.helpers import require_shared
 
+# A benchmark's own run: the second test command (-m long).
+pytestmark = pytest.mark.long
+
 TINY = ["--num_layers", "2", "--hidden_size", "32", "--num_heads", "2",
         "--intermediate_size", "64", "--seq_length", "32", "--max_predictions", "5",
         "--batch_size", "4", "--exact_steps", "10", "--dropout_steps", "20",
@@ -28,7 +31,6 @@ def harness(tmp_path_factory):
     return args, parity.run(args, log=lambda message: None)
 
 
-@pytest.mark.slow
 def test_ours_matches_model_garden_step_for_step(harness):
     args, results = harness
     verdict = results["exact"]["verdicts"]["ours"]
@@ -44,7 +46,6 @@ def test_ours_matches_model_garden_step_for_step(harness):
     assert results["passed"] == {"parity": True, "controls_diverge": True}
 
 
-@pytest.mark.slow
 def test_negative_controls_are_reported_as_diverging(harness):
     _, results = harness
     verdicts = results["exact"]["verdicts"]
@@ -57,7 +58,6 @@ def test_negative_controls_are_reported_as_diverging(harness):
     assert verdicts["mlm_token_mean"]["first_step_over_loss_rtol"] == 1
 
 
-@pytest.mark.slow
 def test_writes_report_and_plots_and_a_rerun_skips_finished_parts(harness):
     args, results = harness
     for name in ("results.json", "report.md", "exact_losses.png", "dropout_mlm.png"):

@@ -4,8 +4,10 @@ import pytest
 
 from research.benchmarks import serve
 
+# A benchmark's own run: the second test command (-m long).
+pytestmark = pytest.mark.long
 
-@pytest.mark.slow
+
 def test_bench_serve_smoke(shared_file, capsys):
     args = ["--preset", "bert_tiny", "--max_seq_length", "16", "--batch_sizes", "1,2",
             "--iterations", "2", "--warmup", "1",

@@ -7,6 +7,9 @@ from bert_tf.models.presets import get_preset
 from research.benchmarks import train
 from tests.helpers import TINY
 
+# A benchmark's own run: the second test command (-m long).
+pytestmark = pytest.mark.long
+
 
 def test_step_flops_of_bert_mini():
     config = get_preset("bert_mini")

@@ -17,7 +17,7 @@ import yaml
 from bert_tf.checkpoints import native
 from research.studies import spec as spec_lib
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 
 def _run(out, study="pretrain_vs_random", *extra):
