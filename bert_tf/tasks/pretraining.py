@@ -42,6 +42,12 @@ class PretrainingModelConfig:
     use_nsp: bool = True
 
 
+# BERT's data options, stated once (`PretrainingOptions`' defaults) and used as the
+# config's defaults below.
+_BERT_DATA = pretraining_data.PretrainingOptions()
+_BERT_PACKING = packing.PackingOptions()
+
+
 @dataclasses.dataclass
 class PretrainingDataConfig:
     """Corpus, vocabulary and BERT's data options (see `bert_tf.data.pretraining`)."""
@@ -54,31 +60,31 @@ class PretrainingDataConfig:
     eval_holdout_every: int = 100
     vocab_file: str = ""
     lower_case: bool = True
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
+    max_seq_length: int = _BERT_DATA.max_seq_length
+    max_predictions_per_seq: int = _BERT_DATA.max_predictions_per_seq
+    masked_lm_prob: float = _BERT_DATA.masked_lm_prob
     # What a selected token becomes (BERT: 80 % [MASK], 10 % unchanged, 10 %
     # random); in [0, 1], summing to 1.
-    mask_token_fraction: float = 0.8
-    keep_token_fraction: float = 0.1
-    random_token_fraction: float = 0.1
-    short_seq_prob: float = 0.1
+    mask_token_fraction: float = _BERT_DATA.masking_fractions.mask
+    keep_token_fraction: float = _BERT_DATA.masking_fractions.keep
+    random_token_fraction: float = _BERT_DATA.masking_fractions.random
+    short_seq_prob: float = _BERT_DATA.short_seq_prob
     # Instances are BERT's sentence pairs ([CLS] A [SEP] B [SEP], B a random
     # span for half of them) with or without the NSP loss (model.use_nsp), so
     # dropping NSP changes the loss only, as in the paper's "No NSP" row.
     # False: single segments of consecutive text (RoBERTa's input; no NSP).
-    sentence_pairs: bool = True
-    whole_word_masking: bool = False
-    documents_per_window: int = 64
-    shuffle_buffer_size: int = 10000
+    sentence_pairs: bool = _BERT_DATA.nsp
+    whole_word_masking: bool = _BERT_DATA.whole_word_masking
+    documents_per_window: int = _BERT_DATA.documents_per_window
+    shuffle_buffer_size: int = _BERT_DATA.shuffle_buffer_size
     # Several sequences per row (bert_tf.data.packing): each is still encoded,
     # masked and scored as if alone in its row (exact, so on by default);
     # batches then count rows.
     packing: bool = True
-    max_sequences_per_row: int = 3
+    max_sequences_per_row: int = _BERT_PACKING.max_sequences_per_row
     # Sequences assigned to rows at a time (first-fit within the window).
-    packing_window: int = 256
-    seed: int = 0
+    packing_window: int = _BERT_PACKING.window
+    seed: int = _BERT_DATA.seed
 
 
 MASKING_FRACTION_KEYS = ("data.mask_token_fraction", "data.keep_token_fraction",
