@@ -7,7 +7,8 @@ one replica; `TrainStep` the distributed step; this module runs it:
 
     restore model_dir's newest checkpoint, or start from --init_checkpoint
     until train_steps:
-        run up to steps_per_loop steps in one tf.function call
+        run up to steps_per_loop steps in one tf.function call (the first loop
+        of a process reports progress after its first step, which traces)
         log, write summaries; checkpoint / evaluate / profile on their steps
         stop cleanly on SIGTERM (after a checkpoint)
         roll back and stop after repeated non-finite steps
@@ -191,6 +192,7 @@ class Trainer:
     def _build(self):
         runtime, config = self.experiment.runtime, self.config
         policy = runtime.mixed_precision
+        logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
         with self.strategy.scope():
             self.model = self.task.build_model(dtype=None if policy == "float32" else policy)
             self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
@@ -395,6 +397,7 @@ class Trainer:
         signals = None if preemption else StopOnSignal(self.stop_requested)
         train_metrics, eval_metrics = {}, {}
         profiling = False
+        first_loop, reported = True, None
         try:
             while step < config.train_steps:
                 boundary = self._next_boundary(step)
@@ -402,11 +405,11 @@ class Trainer:
                     tf.profiler.experimental.start(writers.train_dir)
                     profiling = True
                 start = time.monotonic()
-                watch = (preemption.watch_preemption_scope() if preemption
-                         else contextlib.nullcontext())
-                with watch:
-                    sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
-                sums = {key: value.numpy() for key, value in sums.items()}
+                if first_loop:
+                    first_loop, reported = False, step + 1
+                    sums = self._first_loop(step, boundary, progress, preemption, signals)
+                else:
+                    sums = self._run_steps(boundary - step, preemption)
                 seconds = max(time.monotonic() - start, 1e-9)
                 # Fewer than planned when a stop was requested inside the loop.
                 num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
@@ -415,7 +418,8 @@ class Trainer:
                     profiling = False
                 train_metrics = self._train_metrics(sums, num_steps, seconds)
                 writers.scalars(writers.train, step, train_metrics)
-                progress.update(step, train_metrics, train_metrics["examples_per_second"])
+                if step != reported:  # a one-step first loop was reported already
+                    progress.update(step, train_metrics, train_metrics["examples_per_second"])
 
                 failures = int(self.consecutive_nonfinite.numpy())
                 if failures >= config.max_consecutive_nonfinite:
@@ -452,6 +456,34 @@ class Trainer:
                 signals.close()
             writers.close()
         return TrainingResult(step, train_metrics, eval_metrics, self._fingerprint())
+
+    def _run_steps(self, num_steps, preemption):
+        """Runs `num_steps` steps in one `train_loop` call; returns the metric sums as numpy."""
+        watch = preemption.watch_preemption_scope() if preemption else contextlib.nullcontext()
+        with watch:
+            sums = self.train_step.train_loop(self.iterator, tf.constant(num_steps))
+        return {key: value.numpy() for key, value in sums.items()}
+
+    def _first_loop(self, step, boundary, progress, preemption, signals):
+        """The first loop of this process, from `step` to `boundary`: its metric sums.
+
+        Its first step traces the train step and fills the input pipeline,
+        which takes long; progress is reported right after it, and the rest
+        of the loop then runs to the same boundary as before, so checkpoints,
+        evaluations and summaries fall on the same steps. Splitting a loop
+        changes no result: every step runs the same traced loop body.
+        """
+        logging.info("step %d: tracing the training step and filling the input pipeline "
+                     "(once per run; progress follows this step)", step + 1)
+        first_start = time.monotonic()
+        sums = self._run_steps(1, preemption)
+        progress.update(step + 1, self.task.metrics(sums),
+                        first_step_seconds=time.monotonic() - first_start)
+        stop = signals is not None and bool(self.stop_requested.numpy())
+        if boundary - step > 1 and not stop:
+            rest = self._run_steps(boundary - step - 1, preemption)
+            sums = {key: sums[key] + rest[key] for key in sums}
+        return sums
 
     def _fingerprint(self):
         return weights_fingerprint(self.model.trainable_variables)
