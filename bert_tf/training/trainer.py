@@ -494,7 +494,7 @@ class Trainer:
           followed it or None, the time the steps after it started).
         """
         logging.info("step %d: tracing the training step and filling the input pipeline "
-                     "(once per run; progress follows this step)", step + 1)
+                     "(once per process; progress follows this step)", step + 1)
         first_start = time.monotonic()
         sums = self._run_steps(1, preemption)
         progress.update(step + 1, self.task.metrics(sums),
