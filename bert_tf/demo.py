@@ -117,7 +117,6 @@ def summary_screen(model_dir, experiment, seconds):
     lines += [f"checkpoints            {path}  (bert_tf.load_encoder({model_dir!r}))",
               f"curves                 {os.path.join(path, 'train')}, "
               f"{os.path.join(path, 'eval')}",
-              "next steps:",
               f"TensorBoard            tensorboard --logdir {run}",
               f"export for serving     python -m bert_tf.export --model_dir {run} "
               f"--export_dir {shlex.quote(export_dir(model_dir))}",
