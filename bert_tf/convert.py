@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from bert_tf import console
+from bert_tf import console, path_args
 
 
 def parse_args(argv):
@@ -36,6 +36,9 @@ def parse_args(argv):
                         "(Model Garden checkpoints do not record it)")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    problem = path_args.input_path_problem(args.input, "--input", path_args.CHECKPOINT)
+    if problem:
+        parser.exit(path_args.USAGE_ERROR, f"error: {problem}\n")
     console.setup(args.verbose)
     # Checked after parsing, not with `choices=`: the registry imports TensorFlow
     # (seconds), which `--help` must not pay.
@@ -53,11 +56,12 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     from bert_tf.checkpoints import loading
+    from bert_tf.optional_imports import MissingDependencyError
 
     try:
         result = loading.load(args.input, args.model, args.source_format, args.hidden_act,
                               args.vocab_file, args.lower_case)
-    except (FileNotFoundError, ValueError, ImportError) as e:
+    except (FileNotFoundError, ValueError, MissingDependencyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     model = result.model
@@ -66,9 +70,13 @@ def main(argv=None):
     lower_case = args.lower_case
     if lower_case is None and result.tokenizer_contract:
         lower_case = result.tokenizer_contract["lower_case"]
-    # Formats without a tokenizer contract of their own ignore it.
-    loading.save(model, args.output, args.target_format, vocab, lower_case,
-                 result.tokenizer_contract)
+    try:
+        # Formats without a tokenizer contract of their own ignore it.
+        loading.save(model, args.output, args.target_format, vocab, lower_case,
+                     result.tokenizer_contract)
+    except MissingDependencyError as e:  # writing Model Garden checkpoints
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     report = {
         "input": os.path.abspath(args.input),
         "input_format": result.format,

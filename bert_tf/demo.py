@@ -1,16 +1,21 @@
-"""`python -m bert_tf.demo`: pretrain a tiny BERT from scratch, offline, in a few minutes.
+"""`python -m bert_tf.demo`: pretrain a BERT-mini-sized model from scratch, offline.
 
-The README's main job. It
+The README's main job: a BERT of BERT-mini's size (L4/H256/A4) learns masked
+LM and next-sentence prediction on a Wikipedia excerpt, 400 steps of batch
+128 at length 128; how long that takes depends on the CPU (the log shows the
+progress and an ETA from the first steps on). It
   1. finds the Wikipedia pages-articles excerpt that the `gensim` wheel ships
-     in its test data (`pip install -e ".[demo]"`), with importlib.resources;
+     in its test data (the `demo` extra installs gensim), with importlib.resources;
   2. turns it into a BERT corpus (one sentence per line, blank line between
      articles) with `bert_tf.data.wikipedia`;
   3. learns an uncased WordPiece vocabulary on it;
   4. pretrains the packaged `pretrain/demo` config (MLM + NSP) with the trainer,
      leaving checkpoints and TensorBoard logs in --model_dir;
   5. ends with one screen: held-out MLM and NSP accuracy at the first and the
-     last evaluation, where the checkpoints and curves are, the TensorBoard
-     command, and the command of the pretraining study that goes further.
+     last evaluation, where the checkpoints and curves are, and what to do
+     next: the TensorBoard command, the command that exports the encoder as a
+     raw-text SavedModel, and where the evidence of what pretraining buys is
+     documented.
 Running it again resumes the run (steps 2 and 3 are skipped when their files exist).
 """
 
@@ -18,12 +23,14 @@ import argparse
 import importlib.resources
 import json
 import os
+import shlex
 import sys
 import time
 
 from bert_tf import console
 
-STUDY_COMMAND = "python -m research.study pretrain_vs_random --out runs/study"
+# Where a clone of the repository documents the studies (they run from a clone, not an install).
+EVIDENCE_DOC = "docs/evidence.md"
 DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 CONFIG = "pretrain/demo"  # a packaged preset (bert_tf.packaged_configs)
 
@@ -34,8 +41,8 @@ def gensim_dump_path():
         resource = importlib.resources.files("gensim") / "test" / "test_data" / DUMP_NAME
     except ModuleNotFoundError:
         raise FileNotFoundError(
-            "gensim is not installed: pip install -e \".[demo]\" (it ships the Wikipedia "
-            "excerpt this demo trains on), or pass --dump PATH") from None
+            "the demo trains on the Wikipedia excerpt that the gensim package ships, and "
+            "gensim is not installed: pip install gensim (or pass --dump PATH)") from None
     if not resource.is_file():
         raise FileNotFoundError(f"the installed gensim has no {DUMP_NAME} in its test data; "
                                 "pass --dump PATH")
@@ -69,8 +76,15 @@ def _percent(points, index):
     return f"{100 * value:5.1f} % at step {step:,}"
 
 
+def export_dir(model_dir):
+    """Where the screen's export command writes: `exports/<the run's folder name>`."""
+    return os.path.join("exports", os.path.basename(os.path.normpath(model_dir)) or "demo")
+
+
 def summary_screen(model_dir, experiment, seconds):
     """The demo's last screen: what was trained, what it learned, where it is, what next.
+
+    Every command it prints runs on an install of bert_tf with the demo extra.
 
     Args:
       model_dir: the run directory.
@@ -99,15 +113,19 @@ def summary_screen(model_dir, experiment, seconds):
     if not held_out:
         lines.append("held-out accuracy      no evaluation was run (trainer.eval_every, "
                      "data.eval_holdout_every)")
-    lines += [f"checkpoints            {path}  (bert_tf.load_encoder(\"{model_dir}\"))",
+    run = shlex.quote(model_dir)
+    lines += [f"checkpoints            {path}  (bert_tf.load_encoder({model_dir!r}))",
               f"curves                 {os.path.join(path, 'train')}, "
               f"{os.path.join(path, 'eval')}",
-              f"TensorBoard            tensorboard --logdir {model_dir}",
-              "the full study         " + STUDY_COMMAND,
-              "                       (BERT-mini pretrained on every offline text vs. its "
-              "random-init twin,",
-              "                       fine-tuned on STS-B, CoNLL-2003, MRPC, RTE, SST-2; "
-              "hours on 2 cores, resumable)",
+              f"TensorBoard            tensorboard --logdir {run}",
+              f"export for serving     python -m bert_tf.export --model_dir {run} "
+              f"--export_dir {shlex.quote(export_dir(model_dir))}",
+              "                       (a SavedModel that takes raw text and returns the "
+              "encoder's outputs)",
+              f"the evidence           {EVIDENCE_DOC} in the bert_tf repository: what "
+              "pretraining buys",
+              "                       on fine-tuning tasks, measured, with the commands "
+              "that re-run it",
               "=" * 72]
     return "\n".join(lines)
 
@@ -120,7 +138,8 @@ def parse_args(argv):
                              "its corpus/ folder")
     parser.add_argument("--dump", default=None,
                         help="a pages-articles dump to use instead of gensim's excerpt")
-    parser.add_argument("--config", default=CONFIG, help="experiment YAML (default: demo.yaml)")
+    parser.add_argument("--config", default=CONFIG,
+                        help=f"experiment YAML or packaged preset (default: {CONFIG})")
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="config override (repeatable)")

@@ -19,7 +19,9 @@ import logging
 import os
 import sys
 
-from bert_tf import console
+from bert_tf import console, path_args
+
+EXPECTED_RUN = "a fine-tuning run's model_dir (params.yaml and ckpt-N files)"
 
 
 def add_source_arguments(parser):
@@ -164,8 +166,13 @@ def run_and_report(args, output_dir, predicting=False):
     Every option is checked, against the run's task too, before the model
     is built: an impossible combination fails at once with one line.
     """
+    problem = path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED_RUN)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return path_args.USAGE_ERROR
     console.setup(args.verbose)
     from bert_tf import config as config_lib
+    from bert_tf.optional_imports import MissingDependencyError
 
     try:
         check_options(args, output_dir)
@@ -173,7 +180,7 @@ def run_and_report(args, output_dir, predicting=False):
         sources = requested_sources(task, args.split, args.input_file, predicting)
         task.check_sources(sources, output_dir)
         metrics = _evaluate(task, args.model_dir, sources, output_dir, args.batch_size)
-    except (config_lib.ConfigError, ValueError, OSError) as e:
+    except (config_lib.ConfigError, ValueError, OSError, MissingDependencyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for name, value in sorted(metrics.items()):

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from bert_tf import console
+from bert_tf import console, path_args
 
 
 def parse_args(argv):
@@ -85,12 +85,18 @@ def write_features(features, path):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    problem = path_args.input_path_problem(args.init_checkpoint, "--init_checkpoint",
+                                           path_args.CHECKPOINT)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return path_args.USAGE_ERROR
     console.setup(args.verbose)
     if not args.output_file.endswith((".jsonl", ".npz")):
         print(f"error: --output_file {args.output_file} must end in .jsonl or .npz",
               file=sys.stderr)
         return 2
     from bert_tf.checkpoints import loading
+    from bert_tf.optional_imports import MissingDependencyError
     from bert_tf.tasks.feature_extraction import FeatureExtractor, parse_layers
     from bert_tf.text import tokenizer_contract
     from bert_tf.text.tokenizer import BertTokenizer
@@ -117,7 +123,7 @@ def main(argv=None):
                                      layers, args.combine, args.granularity,
                                      args.max_seq_length)
         features = extractor.extract(lines, args.batch_size)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, MissingDependencyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     write_features(features, args.output_file)

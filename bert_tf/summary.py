@@ -7,7 +7,7 @@
 import argparse
 import sys
 
-from bert_tf import console
+from bert_tf import console, path_args
 
 
 def main(argv=None):
@@ -20,6 +20,11 @@ def main(argv=None):
     parser.add_argument("--task", choices=("encoder", "pretrainer"), default="pretrainer")
     parser.add_argument("--list_presets", action="store_true", help="print the preset names")
     args = parser.parse_args(argv)
+    problem = args.checkpoint and path_args.input_path_problem(
+        args.checkpoint, "--checkpoint", path_args.CHECKPOINT)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return path_args.USAGE_ERROR
 
     from bert_tf.models import BertEncoder, BertPretrainer, get_preset, preset_names
 
@@ -28,7 +33,12 @@ def main(argv=None):
         return 0
     if args.checkpoint:
         from bert_tf.checkpoints import loading
-        model = loading.load(args.checkpoint, args.task).model
+        from bert_tf.optional_imports import MissingDependencyError
+        try:
+            model = loading.load(args.checkpoint, args.task).model
+        except (FileNotFoundError, ValueError, MissingDependencyError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     else:
         encoder = BertEncoder.from_encoder_config(get_preset(args.preset))
         model = encoder if args.task == "encoder" else BertPretrainer(encoder)

@@ -21,7 +21,7 @@ import sys
 
 import yaml
 
-from bert_tf import console
+from bert_tf import console, path_args
 
 
 def parse_args(argv):
@@ -116,6 +116,11 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    problem = path_args.input_path_problem(args.init_checkpoint, "--init_checkpoint",
+                                           path_args.CHECKPOINT)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return path_args.USAGE_ERROR
     console.setup(args.verbose)
     from bert_tf import config as config_lib
 

@@ -13,8 +13,7 @@ import json
 import os
 import sys
 
-# TF's C++ start-up chatter goes to stderr; keep it quiet unless asked for.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bert_tf import console
 
 
 def _parse_args(argv):
@@ -28,6 +27,7 @@ def _parse_args(argv):
     )
     parser.add_argument("--input", help="text file to read (default: stdin)")
     parser.add_argument("--batch_size", type=int, default=1024, help="lines per tokenizer call")
+    console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error(f"--batch_size must be >= 1, got {args.batch_size}")
@@ -59,7 +59,8 @@ def main(argv=None):
     if args.input is not None and not os.path.isfile(args.input):
         print(f"error: input file not found: {args.input}", file=sys.stderr)
         return 2
-
+    # The quiet console of every command: stderr carries our errors, not TF's start-up.
+    console.setup(args.verbose)
     import tensorflow as tf
 
     from bert_tf.text.tokenizer import BertTokenizer

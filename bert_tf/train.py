@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 
-from bert_tf import console
+from bert_tf import console, path_args
 from bert_tf.training.strategy_names import STRATEGIES
 
 
@@ -43,6 +43,10 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    problem = init_checkpoint_problem(args.init_checkpoint, args.model_dir)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return path_args.USAGE_ERROR
     console.setup(args.verbose)
 
     from bert_tf import config as config_lib
@@ -68,6 +72,23 @@ def main(argv=None):
         return 130
 
 
+def init_checkpoint_problem(init_checkpoint, model_dir):
+    """The one-line error when `--init_checkpoint` will be read but is not there, else None.
+
+    A run that resumes from its own checkpoint never reads it, so it is not
+    checked then.
+
+    Args:
+      init_checkpoint: the option's value, or None.
+      model_dir: the run directory.
+    """
+    # TensorFlow's CheckpointManager keeps this state file beside a run's checkpoints.
+    if not init_checkpoint or os.path.isfile(os.path.join(model_dir, "checkpoint")):
+        return None
+    return path_args.input_path_problem(init_checkpoint, "--init_checkpoint",
+                                        path_args.CHECKPOINT)
+
+
 def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_change=False):
     """Sets up TensorFlow for `experiment.runtime`, then trains; returns the exit code.
 
@@ -81,6 +102,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     import keras
     import tensorflow as tf
 
+    from bert_tf.optional_imports import MissingDependencyError
     from bert_tf.training import strategies, trainer
 
     runtime = experiment.runtime
@@ -99,7 +121,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint)
         result = run_trainer.train()
     except (trainer.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
-            FileNotFoundError, RuntimeError) as e:
+            FileNotFoundError, RuntimeError, MissingDependencyError) as e:
         logging.debug("training failed", exc_info=True)
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -4,7 +4,7 @@ Reads and writes the safetensors layout (`model.safetensors`, optionally
 sharded with `model.safetensors.index.json`) plus `config.json`. PyTorch
 pickles (`pytorch_model.bin`) are read only through
 `torch.load(weights_only=True)`, which refuses to run code, and only when
-torch is installed; safetensors needs neither.
+torch is installed; safetensors (a core dependency) needs neither.
 
 PyTorch stores dense kernels as [out, in]; Keras as [in, out].
 """
@@ -15,10 +15,12 @@ import re
 import shutil
 
 import numpy as np
+from safetensors.numpy import load_file, save_file
 
 from bert_tf.checkpoints import weight_map
 from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.optional_imports import import_optional
 
 CONFIG_NAME = "config.json"
 SAFETENSORS_NAME = "model.safetensors"
@@ -105,25 +107,15 @@ def read_state_dict(path):
 
 def _read_safetensors(path):
     try:
-        from safetensors.numpy import load_file
-    except ImportError as e:
-        raise ImportError(
-            "reading Hugging Face safetensors needs the `safetensors` package: "
-            "pip install 'bert_tf[hf]'") from e
-    try:
         return load_file(path)
     except Exception as e:  # safetensors raises its own error types
         raise ValueError(f"{path}: not a readable safetensors file ({e})") from e
 
 
 def _read_pytorch_pickle(path):
-    try:
-        import torch
-    except ImportError as e:
-        raise ImportError(
-            f"{path} is a PyTorch pickle; reading it safely needs torch "
-            "(torch.load(weights_only=True)), which is not installed. Convert the "
-            "checkpoint to safetensors instead (model.safetensors).") from e
+    torch = import_optional(
+        "torch", "torch", f"reading the PyTorch pickle {path} safely "
+        "(torch.load(weights_only=True); or convert it to model.safetensors)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises pickle's and its own error types
@@ -160,8 +152,6 @@ def write(model, directory, vocab_file=None, lower_case=None):
     An encoder is written as `BertModel`; a pretrainer as
     `BertForPreTraining` (encoder keys prefixed with `bert.`).
     """
-    from safetensors.numpy import save_file
-
     os.makedirs(directory, exist_ok=True)
     slots = weight_map.model_slots(model)
     is_pretrainer = hasattr(model, "masked_lm_head")

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import weight_map
 from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.optional_imports import import_optional
 
 CHECKPOINT_ROOT = "encoder"
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -117,12 +118,9 @@ def _garden_variables(garden_encoder):
 
 def build_garden_encoder(config):
     """A Model Garden `BertEncoderV2` with the same shape as `config`."""
-    try:
-        import tf_keras
-        from official.nlp.modeling import networks
-    except ImportError as e:
-        raise ImportError(
-            "Model Garden interop needs tf-models-official: pip install 'bert_tf[garden]'") from e
+    networks = import_optional("official.nlp.modeling.networks", "tf-models-official",
+                               "Model Garden interop", "tf-models-official==2.20.0")
+    tf_keras = import_optional("tf_keras", "tf-keras", "Model Garden interop")
     tanh = config.hidden_act != "gelu"
     if config.hidden_act == "relu":
         activation = "relu"

@@ -7,7 +7,9 @@
 import argparse
 import sys
 
-from bert_tf import console
+from bert_tf import console, path_args
+
+EXPECTED = "a bert_tf model directory (a training run's model_dir or convert's output)"
 
 
 def build_parser():
@@ -32,14 +34,25 @@ def build_parser():
 def main(argv=None):
     """Runs the export; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    problem = path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return path_args.USAGE_ERROR
     console.setup(args.verbose)
-    from bert_tf.export.exporter import export_model_dir
+    from bert_tf.export.exporter import check_model_dir, export_model_dir
+    from bert_tf.optional_imports import MissingDependencyError
 
+    try:
+        # A directory that holds no bert_tf model is a wrong --model_dir: a usage error.
+        check_model_dir(args.model_dir)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return path_args.USAGE_ERROR
     try:
         path = export_model_dir(args.model_dir, args.export_dir, args.version,
                                 args.max_seq_length)
     # OSError covers a missing or unreadable directory and an existing version.
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, MissingDependencyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(path)

@@ -36,7 +36,11 @@ class _LogAboveTheBar(logging.Handler):
 
 
 class Progress:
-    """Reports training progress once per loop.
+    """Reports training progress once per loop, and right after the first step.
+
+    The first step of a process traces the train step and fills the input
+    pipeline: its report says how long it took instead of a throughput, and
+    the ETA is measured from it, over steps that run at full speed.
 
     On a terminal (`stream.isatty()`) it redraws one line that fits the
     terminal's width: the step, ETA and throughput always, then the loss and
@@ -58,7 +62,8 @@ class Progress:
         isatty = getattr(self.stream, "isatty", None)
         self.interactive = bool(isatty and isatty())
         self.width = width
-        self.start = time.monotonic()
+        # (time, step) the ETA is measured from: the end of the first (traced) step.
+        self._origin = (time.monotonic(), first_step)
         self._line = ""
         self._wrapped = []
         if self.interactive:
@@ -72,22 +77,38 @@ class Progress:
                 root.handlers[index] = wrapper
                 self._wrapped.append((index, handler, wrapper))
 
-    def fields(self, step, metrics, examples_per_second):
-        """[(priority, text)] of one report, in display order; lower priority drops first."""
-        done = step - self.first_step
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / done * (self.total_steps - step) if done else 0.0
+    def fields(self, step, metrics, examples_per_second=None, first_step_seconds=None):
+        """[(priority, text)] of one report, in display order; lower priority drops first.
+
+        Args:
+          step: the step just finished.
+          metrics: the task's metrics of the steps since the last report.
+          examples_per_second: their throughput.
+          first_step_seconds: set for the report of the first, traced step: its duration.
+        """
+        origin_time, origin_step = self._origin
+        done = step - origin_step
+        eta = ((time.monotonic() - origin_time) / done * (self.total_steps - step) if done
+               else None)
         filled = int(self.width * step / max(self.total_steps, 1))
         fields = [(1, f"[{'#' * filled}{'.' * (self.width - filled)}]"),
                   (9, f"step {step}/{self.total_steps}"),
                   (5, f"loss {metrics.get('loss', float('nan')):.4f}")]
         fields += [(4 - i, f"{name} {metrics[name]:.4f}")
                    for i, name in enumerate(n for n in _SHOWN_METRICS if n in metrics)]
-        fields += [(7, f"{examples_per_second:.1f} ex/s"), (8, f"ETA {_duration(eta)}")]
+        if first_step_seconds is not None:
+            fields.append((8, f"first step {first_step_seconds:.1f}s (tracing, input pipeline)"))
+            return fields
+        if examples_per_second is not None:
+            fields.append((7, f"{examples_per_second:.1f} ex/s"))
+        fields.append((8, f"ETA {_duration(eta)}" if eta is not None else "ETA ?"))
         return fields
 
-    def update(self, step, metrics, examples_per_second):
-        fields = self.fields(step, metrics, examples_per_second)
+    def update(self, step, metrics, examples_per_second=None, first_step_seconds=None):
+        """Reports `step` (see `fields` for the arguments)."""
+        fields = self.fields(step, metrics, examples_per_second, first_step_seconds)
+        if first_step_seconds is not None:
+            self._origin = (time.monotonic(), step)
         if not self.interactive:
             logging.info("%s", "  ".join(text for _, text in fields[1:]))
             return

@@ -7,7 +7,8 @@ one replica; `TrainStep` the distributed step; this module runs it:
 
     restore model_dir's newest checkpoint, or start from --init_checkpoint
     until train_steps:
-        run up to steps_per_loop steps in one tf.function call
+        run up to steps_per_loop steps in one tf.function call (the first loop
+        of a process reports progress after its first step, which traces)
         log, write summaries; checkpoint / evaluate / profile on their steps
         stop cleanly on SIGTERM (after a checkpoint)
         roll back and stop after repeated non-finite steps
@@ -187,6 +188,7 @@ class Trainer:
     def _build(self):
         runtime, config = self.experiment.runtime, self.config
         policy = runtime.mixed_precision
+        logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
         with self.strategy.scope():
             self.model = self.task.build_model(dtype=precision.model_dtype(policy))
             self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
@@ -278,18 +280,27 @@ class Trainer:
                 boundary = min(boundary, profile_step)
         return boundary
 
-    def _train_metrics(self, sums, num_steps, seconds):
+    def _train_metrics(self, sums, num_steps, seconds, untimed=None):
+        """The metrics of a loop's `num_steps` steps from their `sums`.
+
+        `seconds` times them all, or all but the first when `untimed` holds
+        that step's sums (the traced first step, left out of the throughput).
+        """
         metrics = self.task.metrics(sums)
         finite_steps = float(sums["finite_steps"])
+        timed, timed_steps = sums, num_steps
+        if untimed is not None:
+            timed = {key: sums[key] - untimed[key] for key in sums}
+            timed_steps -= 1
         metrics.update({
             "learning_rate": float(self.optimizer.learning_rate.numpy()),
             "gradient_norm": float(sums["gradient_norm"]) / max(finite_steps, 1.0),
             "loss_scale": float(self.loss_scale.scale.numpy()),
             "skipped_steps": num_steps - finite_steps,
             # Packed rows hold several examples: the task counts them.
-            "examples_per_second": float(sums["examples"]) / seconds,
-            "tokens_per_second": float(sums["tokens"]) / seconds,
-            "steps_per_second": num_steps / seconds,
+            "examples_per_second": float(timed["examples"]) / seconds,
+            "tokens_per_second": float(timed["tokens"]) / seconds,
+            "steps_per_second": timed_steps / seconds,
         })
         return metrics
 
@@ -391,6 +402,7 @@ class Trainer:
         signals = None if preemption else StopOnSignal(self.stop_requested)
         train_metrics, eval_metrics = {}, {}
         profiling = False
+        first_loop, reported, first_evaluation = True, None, True
         try:
             while step < config.train_steps:
                 boundary = self._next_boundary(step)
@@ -398,20 +410,23 @@ class Trainer:
                     tf.profiler.experimental.start(writers.train_dir)
                     profiling = True
                 start = time.monotonic()
-                watch = (preemption.watch_preemption_scope() if preemption
-                         else contextlib.nullcontext())
-                with watch:
-                    sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
-                sums = {key: value.numpy() for key, value in sums.items()}
+                untimed = None
+                if first_loop:
+                    first_loop, reported = False, step + 1
+                    sums, untimed, start = self._first_loop(step, boundary, progress,
+                                                            preemption, signals)
+                else:
+                    sums = self._run_steps(boundary - step, preemption)
                 seconds = max(time.monotonic() - start, 1e-9)
                 # Fewer than planned when a stop was requested inside the loop.
                 num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
                 if profiling and step >= config.profile_steps[1]:
                     tf.profiler.experimental.stop()
                     profiling = False
-                train_metrics = self._train_metrics(sums, num_steps, seconds)
+                train_metrics = self._train_metrics(sums, num_steps, seconds, untimed)
                 writers.scalars(writers.train, step, train_metrics)
-                progress.update(step, train_metrics, train_metrics["examples_per_second"])
+                if step != reported:  # a one-step first loop was reported already
+                    progress.update(step, train_metrics, train_metrics["examples_per_second"])
 
                 failures = int(self.consecutive_nonfinite.numpy())
                 if failures >= config.max_consecutive_nonfinite:
@@ -431,6 +446,11 @@ class Trainer:
                             self._roll_back(str(e))
                 at_eval_step = config.eval_every and step % config.eval_every == 0
                 if at_eval_step or step == config.train_steps:
+                    if first_evaluation and (self.task.supports_evaluation
+                                             or self.task.has_eval_data):
+                        first_evaluation = False
+                        logging.info("step %d: evaluating (the first evaluation traces the "
+                                     "model's evaluation step)", step)
                     eval_metrics = self.evaluate(writers) or eval_metrics
                     self._write_eval_results(step, eval_metrics)
                 if preemption:
@@ -448,6 +468,39 @@ class Trainer:
                 signals.close()
             writers.close()
         return TrainingResult(step, train_metrics, eval_metrics, self._fingerprint())
+
+    def _run_steps(self, num_steps, preemption):
+        """Runs `num_steps` steps in one `train_loop` call; returns the metric sums as numpy."""
+        watch = preemption.watch_preemption_scope() if preemption else contextlib.nullcontext()
+        with watch:
+            sums = self.train_step.train_loop(self.iterator, tf.constant(num_steps))
+        return {key: value.numpy() for key, value in sums.items()}
+
+    def _first_loop(self, step, boundary, progress, preemption, signals):
+        """Runs the first loop of this process, from `step` to `boundary`.
+
+        Its first step traces the train step and fills the input pipeline,
+        which takes long; progress is reported right after it, and the rest
+        of the loop then runs to the same boundary as before, so checkpoints,
+        evaluations and summaries fall on the same steps. Splitting a loop
+        changes no result: every step runs the same traced loop body.
+
+        Returns:
+          (the loop's metric sums, the first step's sums when more steps
+          followed it or None, the time the steps after it started).
+        """
+        logging.info("step %d: tracing the training step and filling the input pipeline "
+                     "(once per process; progress follows this step)", step + 1)
+        first_start = time.monotonic()
+        sums = self._run_steps(1, preemption)
+        progress.update(step + 1, self.task.metrics(sums),
+                        first_step_seconds=time.monotonic() - first_start)
+        stop = signals is not None and bool(self.stop_requested.numpy())
+        if boundary - step == 1 or stop:
+            return sums, None, first_start
+        rest_start = time.monotonic()
+        rest = self._run_steps(boundary - step - 1, preemption)
+        return {key: sums[key] + rest[key] for key in sums}, sums, rest_start
 
     def _fingerprint(self):
         return weights_fingerprint(self.model.trainable_variables)

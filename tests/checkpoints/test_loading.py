@@ -120,11 +120,13 @@ def test_convert_cli_reports_and_writes(tmp_path, minilm_dir):
     assert report["tokenizer_contract"]["lower_case"] is True
     assert sorted(os.listdir(out)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                        "bert_model.ckpt.index", "vocab.txt"]
+    missing = os.path.join(tmp_path, "missing")
     failed = subprocess.run(
-        [sys.executable, "-m", "bert_tf.convert", "--input", os.path.join(tmp_path, "missing"),
+        [sys.executable, "-m", "bert_tf.convert", "--input", missing,
          "--output", out], capture_output=True, text=True, timeout=300)
     assert failed.returncode == 2
-    assert "checkpoint not found" in failed.stderr
+    assert failed.stderr.startswith(f"error: --input {missing} does not exist; expected a "
+                                    "checkpoint")
 
 
 def test_malformed_side_files_name_the_file(tmp_path):

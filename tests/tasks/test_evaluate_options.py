@@ -150,7 +150,8 @@ def test_predict_without_a_test_file_is_refused(mrpc_run, tmp_path, capsys, no_m
 def test_a_missing_model_dir_is_named(tmp_path, capsys):
     missing = tmp_path / "runs" / "mrpc"
     line = _refusal(evaluate.main, ["--model_dir", str(missing)], capsys)
-    assert line == f"error: model directory {missing} does not exist"
+    assert line == (f"error: --model_dir {missing} does not exist; expected a fine-tuning "
+                    "run's model_dir (params.yaml and ckpt-N files)")
 
 
 def _config_task(config_name, checkpoint, **values):

@@ -42,7 +42,10 @@ def test_sweep_runs_the_grid_and_keeps_the_best(tiny_checkpoint, tmp_path, share
 
 def test_sweep_refuses_a_config_without_dev_scores(tmp_path, capsys):
     config = os.path.join(REPO, "configs", "pretrain", "demo.yaml")
-    assert sweep.main(["--config", config, "--init_checkpoint", "unused",
+    checkpoint = tmp_path / "checkpoint"  # present (as a missing one is refused first), unread
+    checkpoint.mkdir()
+    (checkpoint / "bert_tf_model.json").write_text("{}")
+    assert sweep.main(["--config", config, "--init_checkpoint", str(checkpoint),
                        "--model_dir", str(tmp_path / "sweep")]) == 2
     assert "a 'pretraining' config; a sweep compares dev scores" in capsys.readouterr().err
     assert not (tmp_path / "sweep").exists()

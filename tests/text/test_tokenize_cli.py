@@ -75,3 +75,15 @@ def test_vocab_without_special_tokens_fails_clearly(tmp_path, capsys):
     assert main(["--vocab_file", str(vocab)]) != 0
     stderr = capsys.readouterr().err
     assert "bad_vocab.txt" in stderr and "[CLS], [SEP], [MASK]" in stderr
+
+
+def test_stderr_is_quiet_by_default(uncased_vocab):
+    """The console every command shares: no TensorFlow start-up lines (cuInit, oneDNN)."""
+    env = dict(os.environ)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user's shell has it
+    result = subprocess.run([sys.executable, "-m", "bert_tf.tokenize", "--vocab_file",
+                             uncased_vocab], input=b"Hello, World!\n", capture_output=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout)["tokens"] == ["hello", ",", "world", "!"]
+    assert result.stderr.decode() == ""

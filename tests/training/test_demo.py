@@ -1,8 +1,10 @@
 """The README's main job, shortened: gensim's Wikipedia excerpt to a trained tiny BERT."""
 
 import hashlib
+import importlib.util
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -52,7 +54,7 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path):
     assert chosen == precision.choose_precision("cpu", precision.cpu_flags())[0]
     assert os.listdir(model_dir / "train") and os.listdir(model_dir / "eval")
     # The last screen: held-out accuracies at the first and last evaluation,
-    # where everything is, TensorBoard and the study's command.
+    # where everything is, and next steps that work on a demo install.
     screen = result.stdout[result.stdout.index("bert_tf demo: what you got"):]
     assert re.search(r"held-out MLM accuracy +[\d.]+ % at step 20 +-> +[\d.]+ % at step 40",
                      screen)
@@ -60,4 +62,26 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path):
                      screen)
     assert f"checkpoints            {model_dir}" in screen
     assert f"TensorBoard            tensorboard --logdir {model_dir}" in screen
-    assert demo.STUDY_COMMAND in screen
+    assert f"{demo.EVIDENCE_DOC} in the bert_tf repository" in screen
+    # Every `python -m` command on the screen is one of the package's and runs.
+    commands = [shlex.split(line[line.index("python -m"):]) for line in screen.splitlines()
+                if "python -m" in line]
+    assert [command[2] for command in commands] == ["bert_tf.export"]
+    export = subprocess.run([sys.executable, *commands[0][1:]], cwd=tmp_path, env=train_env(),
+                            capture_output=True, text=True, timeout=600)
+    assert export.returncode == 0, export.stderr[-3000:]
+    assert os.path.isfile(tmp_path / "exports" / "demo" / "1" / "saved_model.pb")
+
+
+def test_the_demo_screen_prints_only_commands_a_demo_install_has(tmp_path):
+    """No command of the research folder (it is not installed) or of another package."""
+    from bert_tf import tasks
+
+    os.makedirs(tmp_path / "demo" / "eval")
+    _, experiment = tasks.load_experiment(demo.CONFIG)
+    screen = demo.summary_screen(str(tmp_path / "demo"), experiment, 60.0)
+    modules = re.findall(r"python -m ([\w.]+)", screen)
+    assert modules == ["bert_tf.export"]
+    assert all(importlib.util.find_spec(module) for module in modules)
+    assert "research" not in screen
+    assert "tensorboard --logdir " in screen  # tensorboard is a core dependency

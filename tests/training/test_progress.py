@@ -3,6 +3,7 @@
 import io
 import logging
 import os
+import types
 
 import pytest
 
@@ -70,3 +71,17 @@ def test_log_lines_go_above_the_bar(narrow_terminal):
     assert lines[0] == "saved checkpoint runs/x/ckpt-10"
     assert "step 20/100" in lines[1] and "ETA" in lines[1]
 
+
+
+def test_the_first_step_reports_its_duration_and_the_eta_starts_after_it(monkeypatch):
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(progress_lib, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
+    bar = progress_lib.Progress(0, 101, io.StringIO())
+    clock.now = 40.0
+    first = [text for _, text in bar.fields(1, METRICS, first_step_seconds=39.5)]
+    assert first[-1] == "first step 39.5s (tracing, input pipeline)"
+    assert not any(text.startswith(("ETA", "ex/s")) for text in first)
+    bar.update(1, METRICS, first_step_seconds=39.5)
+    clock.now = 50.0
+    # 10 steps in the 10 s since the first one: 90 steps to go take 90 s, tracing excluded.
+    assert bar.fields(11, METRICS, 80.0)[-1] == (8, "ETA 1m30s")

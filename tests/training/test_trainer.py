@@ -79,6 +79,28 @@ def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, 
 
 
 @pytest.mark.slow
+def test_progress_follows_the_first_step_whatever_steps_per_loop(write_config, tmp_path,
+                                                                 caplog):
+    config = write_config(trainer={"train_steps": 8, "steps_per_loop": 4, "checkpoint_every": 4,
+                                   "eval_every": 0})
+    with caplog.at_level(logging.INFO):
+        assert train_in_process(config, tmp_path / "run") == 0
+    messages = [record.getMessage() for record in caplog.records]
+    progress = [i for i, message in enumerate(messages) if message.startswith("step ")
+                and "/8  loss" in message]
+    # Step 1 is reported before the first loop (steps 1-4) ends; the loops keep their ends.
+    assert [messages[i].split("  ")[0] for i in progress] == ["step 1/8", "step 4/8", "step 8/8"]
+    assert "first step" in messages[progress[0]]
+    tracing = next(i for i, text in enumerate(messages) if "tracing the training step" in text)
+    building = next(i for i, text in enumerate(messages) if text.startswith("building the"))
+    assert building < tracing < progress[0]
+    checkpoints = glob.glob(str(tmp_path / "run" / "ckpt-*.index"))
+    assert sorted(os.path.basename(p) for p in checkpoints) == ["ckpt-4.index", "ckpt-8.index"]
+    steps = [step for step, _ in read_events(tmp_path / "run" / "train")["losses/loss"]]
+    assert steps == [4, 8]
+
+
+@pytest.mark.slow
 def test_resuming_with_another_model_shape_is_refused(write_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert train_in_process(write_config(trainer={"train_steps": 4}), run_dir) == 0
