@@ -1,4 +1,4 @@
-"""Experiments that run many training units and report on them (`python -m research.study`).
+"""Studies: many training units run and reported on together (`python -m research.study`).
 
 - `spec`: a study as data (research/configs/<name>.yaml): pretraining runs,
   arms, the fine-tuning suite, profiles;
