@@ -26,6 +26,38 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.path not in slow_files)
 
 
+def _peak_resident_mb():
+    """This process's peak resident memory in MB (Linux reports kB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def pytest_sessionfinish(session):
+    """Each pytest-xdist worker hands its peak resident memory to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["peak_resident_mb"] = _peak_resident_mb()
+
+
+_WORKER_PEAKS = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Collects a finished worker's peak resident memory (pytest-xdist's controller)."""
+    output = getattr(node, "workeroutput", {})
+    if "peak_resident_mb" in output:
+        _WORKER_PEAKS[node.gateway.id] = output["peak_resident_mb"]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Prints each test process's peak resident memory after the slowest tests."""
+    peaks = _WORKER_PEAKS or {"main": _peak_resident_mb()}
+    terminalreporter.write_line("peak resident memory per test process: " + ", ".join(
+        f"{name} {mb:,} MB" for name, mb in sorted(peaks.items())))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def release_module_state():
     """Frees what a test file left behind once it ends: Keras' global state and cycles.
