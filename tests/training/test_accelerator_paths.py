@@ -23,6 +23,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
 
 from bert_tf import config as config_lib
 from bert_tf import tasks
@@ -273,28 +274,27 @@ def test_float16_with_xla_scales_the_loss_skips_overflows_and_tracks_float32(run
 # -- TPU-shaped steps --------------------------------------------------------------
 
 
+def _nodes(graph_def):
+    """Every node of `graph_def`, top level and in its function library."""
+    return list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+
+
 def _string_typed(graph_def):
-    """Names of nodes (top level and in the function library) touching tf.string."""
+    """Names of the nodes taking or giving a tf.string, by their op's signature or attrs."""
     string = tf.string.as_datatype_enum
 
-    def touches_string(attr):
-        return attr.type == string or string in attr.list.type
+    def touches_string(node):
+        op_def = op_def_registry.get(node.op)
+        args = list(op_def.input_arg) + list(op_def.output_arg) if op_def else []
+        return (any(arg.type == string for arg in args)
+                or any(a.type == string or string in a.list.type for a in node.attr.values()))
 
-    found = [node.name for node in graph_def.node
-             if any(touches_string(a) for a in node.attr.values())]
-    for function in graph_def.library.function:
-        args = list(function.signature.input_arg) + list(function.signature.output_arg)
-        if any(arg.type == string for arg in args):
-            found.append(function.signature.name)
-        found += [f"{function.signature.name}/{node.name}" for node in function.node_def
-                  if any(touches_string(a) for a in node.attr.values())]
-    return found
+    return [node.name for node in _nodes(graph_def) if touches_string(node)]
 
 
 def _host_callbacks(graph_def):
     """Names of the nodes (top level and in the function library) calling back into Python."""
-    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-    return [node.name for node in nodes if node.op in HOST_CALLBACK_OPS]
+    return [node.name for node in _nodes(graph_def) if node.op in HOST_CALLBACK_OPS]
 
 
 def _unfixed_shapes(batch_spec):
@@ -308,6 +308,10 @@ def test_the_host_checks_catch_what_a_tpu_step_cannot_hold():
     tokenize = tf.function(lambda text: tf.strings.split(text)).get_concrete_function(
         tf.TensorSpec([None], tf.string))
     assert _string_typed(tokenize.graph.as_graph_def())
+    # A string made and consumed inside: no attr says so, the ops' signatures do.
+    roundtrip = tf.function(lambda x: tf.strings.to_number(tf.strings.as_string(x)))
+    graph = roundtrip.get_concrete_function(tf.TensorSpec([], tf.float32)).graph
+    assert _string_typed(graph.as_graph_def())
     callback = tf.function(lambda x: tf.py_function(np.square, [x], tf.float32))
     graph = callback.get_concrete_function(tf.TensorSpec([2], tf.float32)).graph
     assert _host_callbacks(graph.as_graph_def())
@@ -324,8 +328,7 @@ def test_the_train_step_has_what_a_tpu_compiles(runs, kind):
     assert trainer.train_step.local_replicas == 1
     loop = trainer.train_step.train_loop.get_concrete_function(trainer.iterator, tf.constant(2))
     graph_def = loop.graph.as_graph_def()
-    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-    assert any(node.op == "IteratorGetNext" for node in nodes)  # the batches enter here
+    assert any(node.op == "IteratorGetNext" for node in _nodes(graph_def))  # the batches enter here
     assert _string_typed(graph_def) == [] and _host_callbacks(graph_def) == []
 
     # The whole replica step (forward, backward, clipping, the optimizer's
