@@ -34,6 +34,7 @@ SEED = 3
 # Every kind of training the trainer runs: (task, data section).
 KINDS = ("pretraining_packed", "pretraining_unpacked", "classifier", "regressor",
          "span_labeler", "token_classifier", "multiple_choice")
+LONG_XLA_KINDS = ("pretraining_unpacked", "regressor")
 # Steps per train-loop call: one step at a time, then a loop of two (steps_per_loop > 1).
 LOOPS = (1, 1, 2)
 # XLA fuses elementwise ops, orders reductions its own way and has its own exp,
@@ -212,7 +213,11 @@ def runs(request, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [
+    # These two share all but the loss (or the packing) with a kind tested in
+    # the fast suite: they run in the long one, to keep the fast one short.
+    pytest.param(kind, marks=pytest.mark.long) if kind in LONG_XLA_KINDS else kind
+    for kind in KINDS])
 def test_xla_trains_as_the_default_path_and_resumes_exactly(runs, kind):
     _, default_losses, _ = runs.get(kind, jit_compile=False)
     trainer, xla_losses, resumed = runs.get(kind, jit_compile=True)
@@ -322,7 +327,7 @@ def test_the_host_checks_catch_what_a_tpu_step_cannot_hold():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_train_step_has_what_a_tpu_compiles(runs, kind):
-    trainer, _, _ = runs.get(kind, jit_compile=True)
+    trainer, _, _ = runs.get(kind, jit_compile=False)
     spec = trainer.iterator.element_spec
     assert _unfixed_shapes(spec) == {}
     assert trainer.train_step.local_replicas == 1
