@@ -353,12 +353,35 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
             start_example=skip, pipeline_id=pipeline_id, num_parallel_calls=num_parallel_calls)
 
     last = np.iinfo(np.int64).max if num_epochs is None else epoch + num_epochs
-    dataset = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)
+    shapes = _feature_shapes(options)
+    dataset = tf.data.Dataset.range(epoch, last).flat_map(one_epoch).map(
+        lambda features: {name: tf.ensure_shape(value, shapes[name])
+                          for name, value in features.items()})
     if batch_size is not None:
         per_replica = (input_context.get_per_replica_batch_size(batch_size)
                        if input_context is not None else batch_size)
         dataset = dataset.batch(per_replica, drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _feature_shapes(options):
+    """The static shape of each feature of one example (or packed row).
+
+    The pipeline's ragged and padding ops lose them; TPUs compile the train
+    step for fixed shapes, so they are declared here.
+    """
+    length, predictions = [options.max_seq_length], [options.max_predictions_per_seq]
+    nsp = []
+    if options.packing is not None:
+        per_row = options.packing.max_sequences_per_row
+        predictions = [packing_lib.max_packed_predictions(
+            options.max_seq_length, per_row, options.max_predictions_per_seq,
+            options.masked_lm_prob)]
+        nsp = [per_row]
+    return {"input_ids": length, "input_mask": length, "segment_ids": length,
+            "masked_lm_positions": predictions, "masked_lm_ids": predictions,
+            "masked_lm_weights": predictions, "next_sentence_labels": nsp,
+            "next_sentence_weights": nsp, "next_sentence_positions": nsp}
 
 
 def to_model_inputs(features):

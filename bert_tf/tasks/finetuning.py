@@ -106,6 +106,16 @@ def _pad_sequence_axis(arrays, width):
     return np.concatenate(padded, axis=0)
 
 
+def _fixed_batch_size(batch, batch_size):
+    """`batch` with its leading dimension declared `batch_size`.
+
+    The tokenizer's ragged ops lose the static batch size of the index batch;
+    TPUs compile the train step for fixed shapes, so it is restored here.
+    """
+    return tf.nest.map_structure(
+        lambda x: tf.ensure_shape(x, [batch_size, *x.shape[1:]]), batch)
+
+
 def _one_example_per_row(inputs, labels):
     """Unpacked batches for a packed model: each row one example, its [CLS] at 0."""
     batch = tf.shape(inputs["token_ids"])[0]
@@ -334,8 +344,9 @@ class FinetuningTask(Task):
         if self.data.packing:
             return self._packed_rows(dataset, graph_table, batch_size)
         dataset = dataset.batch(batch_size, drop_remainder=True)
-        dataset = dataset.map(lambda indices: self.make_batch(graph_table, indices),
-                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        dataset = dataset.map(
+            lambda indices: _fixed_batch_size(self.make_batch(graph_table, indices), batch_size),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     def _packed_rows(self, indices, graph_table, batch_size):
