@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 
 import numpy as np
@@ -27,7 +28,7 @@ import tensorflow as tf
 import yaml
 
 from bert_tf import config as config_lib
-from bert_tf.checkpoints import native
+from bert_tf.checkpoints import native, readable
 from bert_tf.training import precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.inference import inference_fn
@@ -51,6 +52,37 @@ class TrainingDivergedError(RuntimeError):
 
 class IncompatibleRunError(ValueError):
     """`model_dir` holds a run whose model differs from the config."""
+
+
+class InputReadError(RuntimeError):
+    """A training or evaluation file could not be read; the run stopped, its checkpoints kept."""
+
+
+# TensorFlow's file errors name the file first: "<path>; No such file or directory".
+_FILE_IN_MESSAGE = re.compile(r"(\S+?)[;:] (No such file or directory|Permission denied|"
+                              r"Is a directory|Not a directory)")
+# Errors of reading data (as opposed to, say, running out of memory).
+_READ_ERRORS = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
+                tf.errors.DataLossError)
+
+
+def describe_read_error(error):
+    """`"<file>: <reason>"` of an input pipeline's error, or None when it is no read error.
+
+    Args:
+      error: an `OSError` or a `tf.errors.OpError` raised while reading data.
+    """
+    if isinstance(error, OSError):
+        reason = error.strerror or str(error)
+        return f"{error.filename}: {reason}" if error.filename else reason
+    message = getattr(error, "message", str(error))
+    found = _FILE_IN_MESSAGE.search(message)
+    if found:
+        return f"{found.group(1)}: {found.group(2)}"
+    if isinstance(error, _READ_ERRORS):
+        lines = [line for line in message.strip().splitlines() if line.strip()]
+        return lines[0] if lines else type(error).__name__
+    return None
 
 
 @dataclasses.dataclass
@@ -91,7 +123,7 @@ def check_resumable(model_dir, experiment, task, allow_data_change=False):
         next (the resumed run then no longer matches an uninterrupted one).
     """
     path = os.path.join(model_dir, PARAMS_FILE)
-    if not (os.path.exists(path) and tf.train.latest_checkpoint(model_dir)):
+    if not (os.path.exists(path) and readable.listed_checkpoints(model_dir)):
         return
     previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
     differences = task.model_differences(previous.model, experiment.model)
@@ -340,6 +372,30 @@ class Trainer:
             writers.scalars(writers.eval, step, metrics)
         return metrics
 
+    @contextlib.contextmanager
+    def _stop_on_read_error(self, what):
+        """Turns an unreadable input file into one `InputReadError` line naming it."""
+        try:
+            yield
+        except (OSError, tf.errors.OpError) as error:
+            described = describe_read_error(error)
+            if described is None:
+                raise
+            logging.debug("reading the %s data failed", what, exc_info=True)
+            latest = self.checkpoint.latest
+            kept = (f"the last checkpoint ({os.path.basename(latest)}) is kept" if latest
+                    else "no checkpoint was written yet")
+            raise InputReadError(
+                f"cannot read the {what} data after step {int(self.step.numpy())}: {described}; "
+                f"{kept}: repair the file and run the same command to resume") from None
+
+    def _evaluate_at(self, step, writers):
+        """Evaluates at `step` (its checkpoint already written) and records the result."""
+        with self._stop_on_read_error("evaluation"):
+            metrics = self.evaluate(writers)
+        self._write_eval_results(step, metrics)
+        return metrics
+
     def _write_eval_results(self, step, metrics):
         """`model_dir/eval_results.json`: the newest evaluation (what sweeps compare)."""
         if not (self.chief and metrics):
@@ -373,10 +429,24 @@ class Trainer:
             results = json.load(f)
         return results.get("step"), results.get("metrics", {})
 
+    def _missed_evaluation(self, step):
+        """True when the run stopped in the evaluation of `step`, after checkpointing it."""
+        config = self.config
+        at_eval_step = step == config.train_steps or (config.eval_every
+                                                       and step % config.eval_every == 0)
+        evaluates = self.task.supports_evaluation or self.task.has_eval_data
+        return bool(step and at_eval_step and evaluates and self._last_evaluation()[0] != step)
+
     def _train(self):
         config = self.config
         self._restore_or_initialize()
         if int(self.step.numpy()) >= config.train_steps:
+            if self._missed_evaluation(int(self.step.numpy())):
+                writers = SummaryWriters(self.model_dir, self.chief)
+                try:
+                    self._evaluate_at(int(self.step.numpy()), writers)
+                finally:
+                    writers.close()
             _, metrics = self._last_evaluation()
             return TrainingResult(int(self.step.numpy()), {}, metrics, self._fingerprint(),
                                   already_complete=True)
@@ -386,6 +456,8 @@ class Trainer:
         if step == 0:
             writers.config_text(0, yaml.safe_dump(config_lib.to_dict(self.experiment),
                                                   sort_keys=False))
+        if self._missed_evaluation(step):
+            self._evaluate_at(step, writers)
         progress = Progress(step, config.train_steps, self.stream)
         preemption = self._preemption_handler()
         signals = None if preemption else StopOnSignal(self.stop_requested)
@@ -400,7 +472,7 @@ class Trainer:
                 start = time.monotonic()
                 watch = (preemption.watch_preemption_scope() if preemption
                          else contextlib.nullcontext())
-                with watch:
+                with watch, self._stop_on_read_error("training"):
                     sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
                 sums = {key: value.numpy() for key, value in sums.items()}
                 seconds = max(time.monotonic() - start, 1e-9)
@@ -418,7 +490,10 @@ class Trainer:
                     self._roll_back(f"{failures} consecutive steps up to step {step} had a "
                                     "non-finite loss or gradients (their updates were skipped)")
                 stop = signals is not None and bool(self.stop_requested.numpy())
-                if step % config.checkpoint_every == 0 or step == config.train_steps or stop:
+                at_eval_step = config.eval_every and step % config.eval_every == 0
+                # An evaluation that fails must not cost the steps before it.
+                at_eval_step = at_eval_step or step == config.train_steps
+                if step % config.checkpoint_every == 0 or at_eval_step or stop:
                     if failures:
                         # The newest step was skipped as non-finite: these weights
                         # are not known to be good, so keep the last checkpoint.
@@ -429,10 +504,8 @@ class Trainer:
                             self.checkpoint.save()
                         except NonFiniteWeightsError as e:
                             self._roll_back(str(e))
-                at_eval_step = config.eval_every and step % config.eval_every == 0
-                if at_eval_step or step == config.train_steps:
-                    eval_metrics = self.evaluate(writers) or eval_metrics
-                    self._write_eval_results(step, eval_metrics)
+                if at_eval_step:
+                    eval_metrics = self._evaluate_at(step, writers) or eval_metrics
                 if preemption:
                     preemption.save_checkpoint_if_preempted(checkpoint_number=step)
                 if stop:
