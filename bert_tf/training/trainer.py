@@ -55,7 +55,18 @@ class IncompatibleRunError(ValueError):
 
 
 class InputReadError(RuntimeError):
-    """A training or evaluation file could not be read; the run stopped, its checkpoints kept."""
+    """A training or evaluation file could not be read; the run stopped, its checkpoints kept.
+
+    `file` is the file the error names, when it names one.
+    """
+
+    def __init__(self, message, file=None):
+        super().__init__(message)
+        self.file = file
+
+
+class _ErrorInInputState(Exception):
+    """The restored input state replays a read error of a file that reads now: start again."""
 
 
 # TensorFlow's file errors name the file first: "<path>; No such file or directory".
@@ -67,22 +78,37 @@ _READ_ERRORS = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
 
 
 def describe_read_error(error):
-    """`"<file>: <reason>"` of an input pipeline's error, or None when it is no read error.
+    """`(file or None, "<file>: <reason>")` of an input pipeline's error; None if no read error.
 
     Args:
       error: an `OSError` or a `tf.errors.OpError` raised while reading data.
     """
     if isinstance(error, OSError):
         reason = error.strerror or str(error)
-        return f"{error.filename}: {reason}" if error.filename else reason
+        if error.filename:
+            return error.filename, f"{error.filename}: {reason}"
+        return None, reason
     message = getattr(error, "message", str(error))
     found = _FILE_IN_MESSAGE.search(message)
     if found:
-        return f"{found.group(1)}: {found.group(2)}"
+        return found.group(1), f"{found.group(1)}: {found.group(2)}"
+    # The TFRecord reader's count check (`records._checked_file_records`) names the file.
+    found = re.search(r"assertion failed: ((?:\[[^\]]*\] ?)+)", message)
+    if found and "Corrupt TFRecord file" in found.group(1):
+        return None, " ".join(re.findall(r"\[([^\]]*)\]", found.group(1)))
     if isinstance(error, _READ_ERRORS):
         lines = [line for line in message.strip().splitlines() if line.strip()]
-        return lines[0] if lines else type(error).__name__
+        return None, lines[0] if lines else type(error).__name__
     return None
+
+
+def _reads_now(path):
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError:
+        return False
+    return os.path.isfile(path)
 
 
 @dataclasses.dataclass
@@ -267,7 +293,7 @@ class Trainer:
         return iter(dataset_fn(context))
 
     def _restore_or_initialize(self):
-        restored = self.checkpoint.restore_latest()
+        restored = self._restored_from = self.checkpoint.restore_latest()
         if restored:
             logging.info("resumed from %s (step %d)", restored, int(self.step.numpy()))
             if self.init_checkpoint:
@@ -381,13 +407,14 @@ class Trainer:
             described = describe_read_error(error)
             if described is None:
                 raise
+            file, described = described
             logging.debug("reading the %s data failed", what, exc_info=True)
             latest = self.checkpoint.latest
             kept = (f"the last checkpoint ({os.path.basename(latest)}) is kept" if latest
                     else "no checkpoint was written yet")
             raise InputReadError(
-                f"cannot read the {what} data after step {int(self.step.numpy())}: {described}; "
-                f"{kept}: repair the file and run the same command to resume") from None
+                f"cannot read the {what} data: {described}; the run stopped and {kept}: "
+                "repair the file and run the same command to resume", file) from None
 
     def _evaluate_at(self, step, writers):
         """Evaluates at `step` (its checkpoint already written) and records the result."""
@@ -416,9 +443,41 @@ class Trainer:
     def train(self):
         """Trains to `trainer.train_steps`; returns a `TrainingResult`."""
         try:
-            return self._train()
+            while True:
+                try:
+                    return self._train()
+                except _ErrorInInputState:
+                    continue  # from the next older checkpoint
         finally:
             self.release()
+
+    def _check_input_state(self, error):
+        """Raises `_ErrorInInputState` when the newest checkpoint replays `error`.
+
+        tf.data saves the elements its buffers hold, a read error included:
+        a checkpoint written after a file went missing, but before the error
+        reached the train step, fails again once restored, although the file
+        is back. The checkpoint this run restored and those it wrote since are
+        set aside and the run starts over from the one before them (repeatedly,
+        until one reads the file afresh: each round sets aside an older one).
+        """
+        restored = self._restored_from
+        if not (restored and error.file and _reads_now(error.file) and self.chief
+                and not self.multi_worker):
+            return
+        listed = readable.listed_checkpoints(self.model_dir)
+        replaying = listed[:listed.index(restored) + 1] if restored in listed else listed[:1]
+        for prefix in replaying:
+            logging.warning("%s holds the input pipeline's error from when %s could not be "
+                            "read; set aside as %s", os.path.basename(prefix), error.file,
+                            readable.set_aside(prefix))
+        self.checkpoint.manager = self.checkpoint._new_manager()
+        if not readable.listed_checkpoints(self.model_dir):
+            raise InputReadError(
+                f"every checkpoint of {self.model_dir} held the input pipeline's error from "
+                f"when {error.file} could not be read (set aside as ckpt-N.damaged); run the "
+                "same command to start the run over", error.file) from None
+        raise _ErrorInInputState()
 
     def _last_evaluation(self):
         """`(step, metrics)` of `eval_results.json`, or `(None, {})`."""
@@ -472,8 +531,13 @@ class Trainer:
                 start = time.monotonic()
                 watch = (preemption.watch_preemption_scope() if preemption
                          else contextlib.nullcontext())
-                with watch, self._stop_on_read_error("training"):
-                    sums = self.train_step.train_loop(self.iterator, tf.constant(boundary - step))
+                try:
+                    with watch, self._stop_on_read_error("training"):
+                        sums = self.train_step.train_loop(self.iterator,
+                                                          tf.constant(boundary - step))
+                except InputReadError as error:
+                    self._check_input_state(error)
+                    raise
                 sums = {key: value.numpy() for key, value in sums.items()}
                 seconds = max(time.monotonic() - start, 1e-9)
                 # Fewer than planned when a stop was requested inside the loop.

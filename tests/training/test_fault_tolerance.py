@@ -14,13 +14,12 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import REPO, run_train, tiny_experiment, train_command, train_env
+from conftest import run_train, start_until_step, tiny_experiment
 from tensorboard.compat.proto import event_pb2
 
 from bert_tf.checkpoints import native, readable, weight_map
@@ -81,21 +80,6 @@ def assert_same_state(a, b):
     assert any(k.startswith("optimizer_variables/") for k in a)
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-
-
-def start_until_step(experiment_path, model_dir, step, *extra):
-    """Starts a training process and returns it once it has logged `step` or later."""
-    process = subprocess.Popen(train_command(experiment_path, model_dir, *extra), cwd=REPO,
-                               env=train_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    output = []
-    for line in process.stdout:
-        output.append(line)
-        match = re.search(r"step (\d+)/\d+", line)
-        if match and int(match.group(1)) >= step:
-            return process, output
-    process.wait()
-    raise AssertionError(f"the run ended before step {step}:\n" + "".join(output[-40:]))
 
 
 def event_steps(model_dir):
