@@ -154,14 +154,10 @@ class TrainingCheckpoint:
         if latest is None:
             return None
         for damage in damaged:
-            where = ""
-            if self.chief:
-                where = f"; set aside as {readable.set_aside(damage.prefix)}"
+            where = f"; set aside as {self.set_aside(damage.prefix)}" if self.chief else ""
             logging.warning("checkpoint %s does not read back (%s)%s; resuming from %s instead",
                             os.path.basename(damage.prefix), damage, where,
                             os.path.basename(latest))
-        if damaged and self.chief:
-            self.manager = self._new_manager()
         self.checkpoint.restore(latest).assert_existing_objects_matched()
         if self.input_manager is not None:
             step = int(self.step.numpy())
@@ -172,6 +168,15 @@ class TrainingCheckpoint:
                     "missing; the input position cannot be restored")
             self.input_manager.checkpoint.restore(path).assert_existing_objects_matched()
         return latest
+
+    def set_aside(self, prefix):
+        """Moves checkpoint `prefix` to `<prefix>.damaged/`, out of the manager's list.
+
+        Returns the directory it moved to (see `readable.set_aside`).
+        """
+        moved = readable.set_aside(prefix)
+        self.manager = self._new_manager()
+        return moved
 
     def save(self):
         """Writes a checkpoint at the current step, unless the weights are not finite.

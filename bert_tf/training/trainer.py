@@ -470,8 +470,7 @@ class Trainer:
         for prefix in replaying:
             logging.warning("%s holds the input pipeline's error from when %s could not be "
                             "read; set aside as %s", os.path.basename(prefix), error.file,
-                            readable.set_aside(prefix))
-        self.checkpoint.manager = self.checkpoint._new_manager()
+                            self.checkpoint.set_aside(prefix))
         if not readable.listed_checkpoints(self.model_dir):
             raise InputReadError(
                 f"every checkpoint of {self.model_dir} held the input pipeline's error from "
@@ -494,7 +493,10 @@ class Trainer:
         at_eval_step = step == config.train_steps or (config.eval_every
                                                        and step % config.eval_every == 0)
         evaluates = self.task.supports_evaluation or self.task.has_eval_data
-        return bool(step and at_eval_step and evaluates and self._last_evaluation()[0] != step)
+        # Workers of a multi-worker run need not see the chief's eval_results.json, and
+        # must all evaluate or none.
+        return bool(step and at_eval_step and evaluates and not self.multi_worker
+                    and self._last_evaluation()[0] != step)
 
     def _train(self):
         config = self.config
