@@ -6,6 +6,7 @@ file is back. An evaluation that cannot read its files fails after the step's
 checkpoint is written, and the resumed run evaluates that step first.
 """
 
+import logging
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ import signal
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import run_train, start_until_step, tiny_experiment
+from conftest import start_until_step, tiny_experiment
 
 pytestmark = pytest.mark.slow
 
@@ -67,25 +68,36 @@ def test_a_training_file_lost_mid_run_stops_with_one_line_and_resumes(
     assert not _error_lines(log)
 
 
-def test_a_failing_evaluation_keeps_the_steps_before_it(write_config, tmp_path, bert_corpus):
+def _train_in_process(config, model_dir):
+    from bert_tf import tasks, train
+
+    task_class, experiment = tasks.load_experiment(config, [])
+    return train.run(task_class, experiment, str(model_dir))
+
+
+def test_a_failing_evaluation_keeps_the_steps_before_it(write_config, tmp_path, bert_corpus,
+                                                        capsys, caplog):
     eval_file = tmp_path / "eval" / "held_out.txt"
     config = write_config(
         data={"eval_files": [str(eval_file)]},
         trainer={"train_steps": 4, "steps_per_loop": 1, "checkpoint_every": 100,
                  "eval_every": 2, "eval_steps": 1})
     model_dir = tmp_path / "run"
-    result = run_train(config, model_dir)
-    assert result.returncode == 1
-    (error,) = _error_lines(result.stderr)
+    assert _train_in_process(config, model_dir) == 1
+    (error,) = _error_lines(capsys.readouterr().err)
     assert "cannot read the evaluation data" in error and str(eval_file) in error, error
     # The step's checkpoint was written before the evaluation ran.
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+    assert "(ckpt-2) is kept" in error
 
     eval_file.parent.mkdir()
     shutil.copyfile(os.path.join(bert_corpus, sorted(os.listdir(bert_corpus))[0]), eval_file)
-    result = run_train(config, model_dir)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "resumed from" in result.stderr and "(step 2)" in result.stderr
+    with caplog.at_level(logging.INFO):
+        assert _train_in_process(config, model_dir) == 0
+    log = [record.getMessage() for record in caplog.records]
+    assert f"resumed from {model_dir / 'ckpt-2'} (step 2)" in log
     # The evaluation that failed runs first, then training goes on.
-    assert result.stderr.index("eval at step 2") < result.stderr.index("step 3/4")
-    assert "eval at step 4" in result.stderr
+    evaluated = [i for i, line in enumerate(log) if line.startswith("eval at step")]
+    trained = [i for i, line in enumerate(log) if line.startswith("step ")]
+    assert [log[i].split(":")[0] for i in evaluated] == ["eval at step 2", "eval at step 4"]
+    assert evaluated[0] < trained[0], log
