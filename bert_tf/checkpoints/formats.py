@@ -211,7 +211,7 @@ class NativeFormat(WeightsFormat):
         return self.describe(path).encoder_config, None
 
     def read_arrays(self, path, slots):
-        return native.read_arrays(native.weights_prefix(path), slots)
+        return native.read_newest_arrays(path, slots)[1]
 
     def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
         if tokenizer_contract is None and vocab_file:

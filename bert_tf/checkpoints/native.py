@@ -14,13 +14,14 @@ run's `model_dir` is itself loadable.
 """
 
 import json
+import logging
 import os
 import shutil
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.checkpoints import assign, weight_map
+from bert_tf.checkpoints import assign, readable, weight_map
 from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.checkpoints.task_record import TaskRecord, kind_of_model
 from bert_tf.version import __version__
@@ -164,15 +165,48 @@ def read_metadata(directory):
     return metadata
 
 
-def weights_prefix(directory):
-    """The newest training checkpoint in `directory`, else its saved weights."""
-    latest = tf.train.latest_checkpoint(directory)
-    if latest:
-        return latest
+def weights_prefixes(directory):
+    """The training checkpoints in `directory`, newest first, else its saved weights.
+
+    Raises:
+      FileNotFoundError: `directory` has neither.
+    """
+    listed = readable.listed_checkpoints(directory)
+    if listed:
+        return listed
     prefix = os.path.join(directory, WEIGHTS_PREFIX)
     if os.path.exists(prefix + ".index"):
-        return prefix
+        return [prefix]
     raise FileNotFoundError(f"{directory}: has {METADATA_NAME} but no weights checkpoint")
+
+
+def weights_prefix(directory):
+    """The newest training checkpoint in `directory`, else its saved weights (not read)."""
+    return weights_prefixes(directory)[0]
+
+
+def read_newest_arrays(directory, slots):
+    """`(prefix, arrays)` of the newest checkpoint in `directory` that reads back.
+
+    A checkpoint that does not read back (a checksum mismatch, a
+    truncated index, a missing shard) is skipped with a warning naming the
+    file and the reason, and the one read is named; nothing is renamed.
+
+    Raises:
+      FileNotFoundError: no checkpoint in `directory`.
+      readable.CheckpointReadError: none of its checkpoints reads back.
+    """
+    def read(prefix):
+        # The whole checkpoint, not only the weights: readers take the one training resumes from.
+        readable.read_every_tensor(prefix)
+        return read_arrays(prefix, slots)
+
+    prefix, arrays, damaged = readable.newest_readable(directory, read,
+                                                       weights_prefixes(directory))
+    for damage in damaged:
+        logging.warning("checkpoint %s does not read back (%s); reading %s instead",
+                        damage.prefix, damage, prefix)
+    return prefix, arrays
 
 
 def _weights_checkpoint_keys(reader, prefix):
@@ -248,12 +282,13 @@ def load_model(directory, dtype=None):
 
 
 def restore_weights(model, directory):
-    """Reads every weight of `model` from `directory`'s newest checkpoint; returns its prefix.
+    """Reads every weight of `model` from `directory`'s newest checkpoint that reads back.
 
-    Raises `assign.CheckpointMismatchError` naming each missing variable or
-    wrong shape.
+    Returns the checkpoint's prefix. Raises `assign.CheckpointMismatchError`
+    naming each missing variable or wrong shape, and `readable.CheckpointReadError`
+    when no checkpoint reads back (see `read_newest_arrays`).
     """
-    prefix = weights_prefix(directory)
     slots = weight_map.task_slots(model)
-    assign.assign_to_slots(slots, read_arrays(prefix, slots), f"bert_tf checkpoint {prefix}")
+    prefix, arrays = read_newest_arrays(directory, slots)
+    assign.assign_to_slots(slots, arrays, f"bert_tf checkpoint {prefix}")
     return prefix

@@ -8,6 +8,7 @@
 """
 
 import json
+import logging
 import os
 
 import tensorflow as tf
@@ -185,6 +186,6 @@ def export_model_dir(model_dir: str, export_base: str, version: int | None = Non
         lower_case = contracts.guess_lower_case(vocab_file)
     # Built from the metadata already read: the record is not read twice.
     model = native.build_model(metadata, source)
-    native.restore_weights(model, model_dir)
+    logging.info("exporting the weights of %s", native.restore_weights(model, model_dir))
     tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
     return export_model(model, tokenizer, export_base, record, version)

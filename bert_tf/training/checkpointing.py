@@ -32,7 +32,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import native
+from bert_tf.checkpoints import native, readable
 
 CHECKPOINT_NAME = "ckpt"
 
@@ -109,9 +109,8 @@ class TrainingCheckpoint:
             objects["input"] = iterator
         self.checkpoint = tf.train.Checkpoint(**objects)
         self.scratch_dir = None if chief else os.path.join(model_dir, f".worker_{worker_index}")
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.scratch_dir or model_dir, max_to_keep=max_to_keep,
-            checkpoint_name=CHECKPOINT_NAME, step_counter=step)
+        self._max_to_keep = max_to_keep
+        self.manager = self._new_manager()
         self.input_manager = None
         if per_worker_input:
             self.input_manager = tf.train.CheckpointManager(
@@ -121,6 +120,12 @@ class TrainingCheckpoint:
         for directory in self._directories():
             for path in remove_partial_saves(directory):
                 logging.info("removed %s, left by an interrupted checkpoint save", path)
+
+    def _new_manager(self):
+        # The manager reads the `checkpoint` state file once, when it is made.
+        return tf.train.CheckpointManager(
+            self.checkpoint, self.scratch_dir or self.model_dir, max_to_keep=self._max_to_keep,
+            checkpoint_name=CHECKPOINT_NAME, step_counter=self.step)
 
     def _directories(self):
         """Every directory this worker writes checkpoints into."""
@@ -135,10 +140,24 @@ class TrainingCheckpoint:
         return tf.train.latest_checkpoint(self.model_dir)
 
     def restore_latest(self):
-        """Restores the newest checkpoint; returns its path, or None when there is none."""
-        latest = self.latest
+        """Restores the newest checkpoint that reads back; returns its path, or None if none.
+
+        Every tensor of a checkpoint is read (and so checksummed) before any
+        is restored, so a damaged checkpoint never leaves half its state in
+        the run. Each damaged newer one is reported in one line and, by the
+        chief, set aside as `ckpt-N.damaged/` (see `readable.set_aside`).
+
+        Raises:
+          readable.CheckpointReadError: checkpoints are listed but none reads back.
+        """
+        latest, _, damaged = readable.newest_readable(self.model_dir)
         if latest is None:
             return None
+        for damage in damaged:
+            where = f"; set aside as {self.set_aside(damage.prefix)}" if self.chief else ""
+            logging.warning("checkpoint %s does not read back (%s)%s; resuming from %s instead",
+                            os.path.basename(damage.prefix), damage, where,
+                            os.path.basename(latest))
         self.checkpoint.restore(latest).assert_existing_objects_matched()
         if self.input_manager is not None:
             step = int(self.step.numpy())
@@ -149,6 +168,15 @@ class TrainingCheckpoint:
                     "missing; the input position cannot be restored")
             self.input_manager.checkpoint.restore(path).assert_existing_objects_matched()
         return latest
+
+    def set_aside(self, prefix):
+        """Moves checkpoint `prefix` to `<prefix>.damaged/`, out of the manager's list.
+
+        Returns the directory it moved to (see `readable.set_aside`).
+        """
+        moved = readable.set_aside(prefix)
+        self.manager = self._new_manager()
+        return moved
 
     def save(self):
         """Writes a checkpoint at the current step, unless the weights are not finite.

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 
 import numpy as np
@@ -28,7 +29,7 @@ import tensorflow as tf
 import yaml
 
 from bert_tf import config as config_lib
-from bert_tf.checkpoints import native
+from bert_tf.checkpoints import native, readable
 from bert_tf.training import precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.inference import inference_fn
@@ -52,6 +53,63 @@ class TrainingDivergedError(RuntimeError):
 
 class IncompatibleRunError(ValueError):
     """`model_dir` holds a run whose model differs from the config."""
+
+
+class InputReadError(RuntimeError):
+    """A training or evaluation file could not be read; the run stopped, its checkpoints kept.
+
+    `file` is the file the error names, when it names one.
+    """
+
+    def __init__(self, message, file=None):
+        super().__init__(message)
+        self.file = file
+
+
+class _ErrorInInputState(Exception):
+    """The restored input state replays a read error of a file that reads now: start again."""
+
+
+# TensorFlow's file errors name the file first: "<path>; No such file or directory".
+_FILE_IN_MESSAGE = re.compile(r"(\S+?)[;:] (No such file or directory|Permission denied|"
+                              r"Is a directory|Not a directory)")
+# Errors of reading data (as opposed to, say, running out of memory).
+_READ_ERRORS = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
+                tf.errors.DataLossError)
+
+
+def describe_read_error(error):
+    """`(file or None, "<file>: <reason>")` of an input pipeline's error; None if no read error.
+
+    Args:
+      error: an `OSError` or a `tf.errors.OpError` raised while reading data.
+    """
+    if isinstance(error, OSError):
+        reason = error.strerror or str(error)
+        if error.filename:
+            return error.filename, f"{error.filename}: {reason}"
+        return None, reason
+    message = getattr(error, "message", str(error))
+    found = _FILE_IN_MESSAGE.search(message)
+    if found:
+        return found.group(1), f"{found.group(1)}: {found.group(2)}"
+    # The TFRecord reader's count check (`records._checked_file_records`) names the file.
+    found = re.search(r"assertion failed: ((?:\[[^\]]*\] ?)+)", message)
+    if found and "Corrupt TFRecord file" in found.group(1):
+        return None, " ".join(re.findall(r"\[([^\]]*)\]", found.group(1)))
+    if isinstance(error, _READ_ERRORS):
+        lines = [line for line in message.strip().splitlines() if line.strip()]
+        return None, lines[0] if lines else type(error).__name__
+    return None
+
+
+def _reads_now(path):
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError:
+        return False
+    return os.path.isfile(path)
 
 
 @dataclasses.dataclass
@@ -92,7 +150,7 @@ def check_resumable(model_dir, experiment, task, allow_data_change=False):
         next (the resumed run then no longer matches an uninterrupted one).
     """
     path = os.path.join(model_dir, PARAMS_FILE)
-    if not (os.path.exists(path) and tf.train.latest_checkpoint(model_dir)):
+    if not (os.path.exists(path) and readable.listed_checkpoints(model_dir)):
         return
     previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
     differences = task.model_differences(previous.model, experiment.model)
@@ -237,7 +295,7 @@ class Trainer:
         return iter(dataset_fn(context))
 
     def _restore_or_initialize(self):
-        restored = self.checkpoint.restore_latest()
+        restored = self._restored_from = self.checkpoint.restore_latest()
         if restored:
             logging.info("resumed from %s (step %d)", restored, int(self.step.numpy()))
             if self.init_checkpoint:
@@ -351,6 +409,31 @@ class Trainer:
             writers.scalars(writers.eval, step, metrics)
         return metrics
 
+    @contextlib.contextmanager
+    def _stop_on_read_error(self, what):
+        """Turns an unreadable input file into one `InputReadError` line naming it."""
+        try:
+            yield
+        except (OSError, tf.errors.OpError) as error:
+            described = describe_read_error(error)
+            if described is None:
+                raise
+            file, described = described
+            logging.debug("reading the %s data failed", what, exc_info=True)
+            latest = self.checkpoint.latest
+            kept = (f"the last checkpoint ({os.path.basename(latest)}) is kept" if latest
+                    else "no checkpoint was written yet")
+            raise InputReadError(
+                f"cannot read the {what} data: {described}; the run stopped and {kept}: "
+                "repair the file and run the same command to resume", file) from None
+
+    def _evaluate_at(self, step, writers):
+        """Evaluates at `step` (its checkpoint already written) and records the result."""
+        with self._stop_on_read_error("evaluation"):
+            metrics = self.evaluate(writers)
+        self._write_eval_results(step, metrics)
+        return metrics
+
     def _write_eval_results(self, step, metrics):
         """`model_dir/eval_results.json`: the newest evaluation (what sweeps compare)."""
         if not (self.chief and metrics):
@@ -371,9 +454,40 @@ class Trainer:
     def train(self):
         """Trains to `trainer.train_steps`; returns a `TrainingResult`."""
         try:
-            return self._train()
+            while True:
+                try:
+                    return self._train()
+                except _ErrorInInputState:
+                    continue  # from the next older checkpoint
         finally:
             self.release()
+
+    def _check_input_state(self, error):
+        """Raises `_ErrorInInputState` when the newest checkpoint replays `error`.
+
+        tf.data saves the elements its buffers hold, a read error included:
+        a checkpoint written after a file went missing, but before the error
+        reached the train step, fails again once restored, although the file
+        is back. The checkpoint this run restored and those it wrote since are
+        set aside and the run starts over from the one before them (repeatedly,
+        until one reads the file afresh: each round sets aside an older one).
+        """
+        restored = self._restored_from
+        if not (restored and error.file and _reads_now(error.file) and self.chief
+                and not self.multi_worker):
+            return
+        listed = readable.listed_checkpoints(self.model_dir)
+        replaying = listed[:listed.index(restored) + 1] if restored in listed else listed[:1]
+        for prefix in replaying:
+            logging.warning("%s holds the input pipeline's error from when %s could not be "
+                            "read; set aside as %s", os.path.basename(prefix), error.file,
+                            self.checkpoint.set_aside(prefix))
+        if not readable.listed_checkpoints(self.model_dir):
+            raise InputReadError(
+                f"every checkpoint of {self.model_dir} held the input pipeline's error from "
+                f"when {error.file} could not be read (set aside as ckpt-N.damaged); run the "
+                "same command to start the run over", error.file) from None
+        raise _ErrorInInputState()
 
     def _last_evaluation(self):
         """`(step, metrics)` of `eval_results.json`, or `(None, {})`."""
@@ -384,10 +498,27 @@ class Trainer:
             results = json.load(f)
         return results.get("step"), results.get("metrics", {})
 
+    def _missed_evaluation(self, step):
+        """True when the run stopped in the evaluation of `step`, after checkpointing it."""
+        config = self.config
+        at_eval_step = step == config.train_steps or (config.eval_every
+                                                       and step % config.eval_every == 0)
+        evaluates = self.task.supports_evaluation or self.task.has_eval_data
+        # Workers of a multi-worker run need not see the chief's eval_results.json, and
+        # must all evaluate or none.
+        return bool(step and at_eval_step and evaluates and not self.multi_worker
+                    and self._last_evaluation()[0] != step)
+
     def _train(self):
         config = self.config
         self._restore_or_initialize()
         if int(self.step.numpy()) >= config.train_steps:
+            if self._missed_evaluation(int(self.step.numpy())):
+                writers = SummaryWriters(self.model_dir, self.chief)
+                try:
+                    self._evaluate_at(int(self.step.numpy()), writers)
+                finally:
+                    writers.close()
             _, metrics = self._last_evaluation()
             return TrainingResult(int(self.step.numpy()), {}, metrics, self._fingerprint(),
                                   already_complete=True)
@@ -397,6 +528,8 @@ class Trainer:
         if step == 0:
             writers.config_text(0, yaml.safe_dump(config_lib.to_dict(self.experiment),
                                                   sort_keys=False))
+        if self._missed_evaluation(step):
+            self._evaluate_at(step, writers)
         progress = Progress(step, config.train_steps, self.stream)
         preemption = self._preemption_handler()
         signals = None if preemption else StopOnSignal(self.stop_requested)
@@ -433,7 +566,10 @@ class Trainer:
                     self._roll_back(f"{failures} consecutive steps up to step {step} had a "
                                     "non-finite loss or gradients (their updates were skipped)")
                 stop = signals is not None and bool(self.stop_requested.numpy())
-                if step % config.checkpoint_every == 0 or step == config.train_steps or stop:
+                at_eval_step = config.eval_every and step % config.eval_every == 0
+                # An evaluation that fails must not cost the steps before it.
+                at_eval_step = at_eval_step or step == config.train_steps
+                if step % config.checkpoint_every == 0 or at_eval_step or stop:
                     if failures:
                         # The newest step was skipped as non-finite: these weights
                         # are not known to be good, so keep the last checkpoint.
@@ -444,15 +580,13 @@ class Trainer:
                             self.checkpoint.save()
                         except NonFiniteWeightsError as e:
                             self._roll_back(str(e))
-                at_eval_step = config.eval_every and step % config.eval_every == 0
-                if at_eval_step or step == config.train_steps:
+                if at_eval_step:
                     if first_evaluation and (self.task.supports_evaluation
                                              or self.task.has_eval_data):
                         first_evaluation = False
                         logging.info("step %d: evaluating (the first evaluation traces the "
                                      "model's evaluation step)", step)
-                    eval_metrics = self.evaluate(writers) or eval_metrics
-                    self._write_eval_results(step, eval_metrics)
+                    eval_metrics = self._evaluate_at(step, writers) or eval_metrics
                 if preemption:
                     preemption.save_checkpoint_if_preempted(checkpoint_number=step)
                 if stop:
@@ -472,8 +606,12 @@ class Trainer:
     def _run_steps(self, num_steps, preemption):
         """Runs `num_steps` steps in one `train_loop` call; returns the metric sums as numpy."""
         watch = preemption.watch_preemption_scope() if preemption else contextlib.nullcontext()
-        with watch:
-            sums = self.train_step.train_loop(self.iterator, tf.constant(num_steps))
+        try:
+            with watch, self._stop_on_read_error("training"):
+                sums = self.train_step.train_loop(self.iterator, tf.constant(num_steps))
+        except InputReadError as error:
+            self._check_input_state(error)
+            raise
         return {key: value.numpy() for key, value in sums.items()}
 
     def _first_loop(self, step, boundary, progress, preemption, signals):

@@ -28,6 +28,7 @@ class TrainerConfig:
     # Steps run inside one tf.function call (what TPUs need); summaries and
     # the console are updated once per loop.
     steps_per_loop: int = 1000
+    # Every evaluation step is a checkpoint step too (a failed evaluation loses nothing).
     checkpoint_every: int = 10000
     max_to_keep: int = 5
     # 0: evaluate only at the end of the run.

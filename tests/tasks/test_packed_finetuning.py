@@ -2,6 +2,9 @@
 
 import collections
 import json
+import logging
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ import tensorflow as tf
 from finetune_helpers import config_overrides, config_path, finetune
 
 from bert_tf import tasks
+from bert_tf.checkpoints import readable
 from bert_tf.evaluate import evaluate_run
 
 
@@ -125,3 +129,41 @@ def yaml_params(model_dir):
 
     with open(model_dir / "params.yaml") as f:
         return yaml.safe_load(f)
+
+
+@pytest.mark.slow
+def test_packed_run_resumes_exactly_past_damaged_checkpoints(tiny_checkpoint, tmp_path, caplog):
+    from tests.checkpoints.test_damaged_checkpoints import flip_a_byte, truncate_index
+
+    values = {"data.max_train_examples": 32, "data.max_eval_examples": 16,
+                          "data.packing": True, "data.packing_window": 64,
+                          "trainer.train_epochs": 0, "trainer.train_steps": 6,
+                          "trainer.global_batch_size": 4, "trainer.steps_per_loop": 2,
+                          "trainer.checkpoint_every": 2, "trainer.max_to_keep": 5}
+    uninterrupted = tmp_path / "uninterrupted"
+    assert finetune("glue_mrpc", uninterrupted, tiny_checkpoint, **values) == 0
+    model_dir = tmp_path / "damaged"
+    shutil.copytree(uninterrupted, model_dir)
+    newest, second, older = readable.listed_checkpoints(str(model_dir))[:3]
+    flip_a_byte(newest)
+    truncate_index(second)
+
+    with caplog.at_level(logging.WARNING):
+        assert finetune("glue_mrpc", model_dir, tiny_checkpoint, **values) == 0
+    lines = [r.getMessage() for r in caplog.records if "does not read back" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert f"{newest}.data-00000-of-00001: Checksum does not match" in lines[0]
+    assert f"{second}.index: file is too short to be an sstable" in lines[1]
+    assert all(f"resuming from {os.path.basename(older)}" in line for line in lines)
+    assert os.path.isdir(newest + ".damaged") and os.path.isdir(second + ".damaged")
+    # Resumed at ckpt-2, it ends exactly as the run that was never damaged.
+    assert _run_state(model_dir).keys() == _run_state(uninterrupted).keys()
+    for key, value in _run_state(uninterrupted).items():
+        np.testing.assert_array_equal(_run_state(model_dir)[key], value, err_msg=key)
+
+
+def _run_state(model_dir):
+    """Every tensor of the newest checkpoint but the input state and the save counter."""
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
+    return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+            if key.startswith(("model_variables/", "optimizer_variables/", "step/"))}

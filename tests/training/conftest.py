@@ -1,6 +1,7 @@
 """Fixtures for trainer tests: a tiny pretraining config on real data, and subprocess runs."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -67,6 +68,21 @@ def run_train(config, model_dir, *extra, timeout=300, env=None):
     return subprocess.run(train_command(config, model_dir, *extra), cwd=REPO,
                           env=env or train_env(), capture_output=True, text=True,
                           timeout=timeout)
+
+
+def start_until_step(experiment_path, model_dir, step, *extra):
+    """Starts a training process and returns it once it has logged `step` or later."""
+    process = subprocess.Popen(train_command(experiment_path, model_dir, *extra), cwd=REPO,
+                               env=train_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        match = re.search(r"step (\d+)/\d+", line)
+        if match and int(match.group(1)) >= step:
+            return process, output
+    process.wait()
+    raise AssertionError(f"the run ended before step {step}:\n" + "".join(output[-40:]))
 
 
 def checkpoint_weights(model_dir):

@@ -12,15 +12,17 @@ import glob
 import os
 import random
 import re
+import shutil
 import signal
-import subprocess
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import REPO, run_train, tiny_experiment, train_command, train_env
+from conftest import run_train, start_until_step, tiny_experiment
 from tensorboard.compat.proto import event_pb2
+
+from bert_tf.checkpoints import native, readable, weight_map
 
 pytestmark = pytest.mark.slow
 
@@ -78,21 +80,6 @@ def assert_same_state(a, b):
     assert any(k.startswith("optimizer_variables/") for k in a)
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-
-
-def start_until_step(experiment_path, model_dir, step, *extra):
-    """Starts a training process and returns it once it has logged `step` or later."""
-    process = subprocess.Popen(train_command(experiment_path, model_dir, *extra), cwd=REPO,
-                               env=train_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    output = []
-    for line in process.stdout:
-        output.append(line)
-        match = re.search(r"step (\d+)/\d+", line)
-        if match and int(match.group(1)) >= step:
-            return process, output
-    process.wait()
-    raise AssertionError(f"the run ended before step {step}:\n" + "".join(output[-40:]))
 
 
 def event_steps(model_dir):
@@ -155,3 +142,52 @@ def test_sigterm_stops_at_the_next_step_saves_and_resumes(experiment_path, unint
     result = run_train(experiment_path, tmp_path, *one_loop)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_state(all_state(uninterrupted), all_state(tmp_path))
+
+
+def damage_two_newest(model_dir):
+    """Flips a byte of the newest checkpoint's data shard, truncates the next one's index."""
+    from tests.checkpoints.test_damaged_checkpoints import flip_a_byte, truncate_index
+
+    newest, second = readable.listed_checkpoints(str(model_dir))[:2]
+    flip_a_byte(newest)
+    truncate_index(second)
+    return newest, second
+
+
+def assert_resumed_past(stderr, model_dir, damaged, resumed_from):
+    """One warning line per damaged checkpoint, naming the file and the reason; set aside."""
+    (data_line,) = [line for line in stderr.splitlines()
+                    if f"{os.path.basename(damaged[0])} does not read back" in line]
+    (index_line,) = [line for line in stderr.splitlines()
+                     if f"{os.path.basename(damaged[1])} does not read back" in line]
+    assert f"{damaged[0]}.data-00000-of-00001: Checksum does not match" in data_line
+    assert f"{damaged[1]}.index: file is too short to be an sstable" in index_line
+    for prefix in damaged:
+        assert os.path.isfile(os.path.join(prefix + ".damaged", os.path.basename(prefix)
+                                           + ".index"))
+    assert f"resuming from {os.path.basename(resumed_from)}" in data_line
+    assert "Traceback" not in stderr
+    # The run rewrote the damaged steps; the state file lists no damaged checkpoint.
+    assert not any(".damaged" in p for p in readable.listed_checkpoints(str(model_dir)))
+
+
+def test_damaged_newest_checkpoints_are_set_aside_and_the_run_resumes_exactly(
+        experiment_path, uninterrupted, tmp_path):
+    model_dir = tmp_path / "run"
+    shutil.copytree(uninterrupted, model_dir)
+    damaged = damage_two_newest(model_dir)
+    older = readable.listed_checkpoints(str(model_dir))[2]
+
+    # Readers (load_encoder, evaluate, export) take the newest that reads back, moving nothing.
+    model, _ = native.load_model(str(model_dir))
+    slots = weight_map.task_slots(model)
+    expected = native.read_arrays(older, slots)
+    assert len(expected) == len(slots)
+    for slot in slots:
+        np.testing.assert_array_equal(slot.variable.numpy(), expected[slot.name], slot.name)
+    assert readable.listed_checkpoints(str(model_dir))[:2] == list(damaged)
+
+    result = run_train(experiment_path, model_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_resumed_past(result.stderr, model_dir, damaged, older)
+    assert_same_state(all_state(uninterrupted), all_state(model_dir))

@@ -63,8 +63,9 @@ def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, 
     params = yaml.safe_load((run_dir / "params.yaml").read_text())
     assert params["trainer"]["train_steps"] == 12
     assert params["model"]["encoder"]["hidden_size"] == 32
+    # Every 4 steps, and at each evaluation (step 6) before it runs.
     assert sorted(os.path.basename(p) for p in glob.glob(str(run_dir / "ckpt-*.index"))) == [
-        "ckpt-12.index", "ckpt-4.index", "ckpt-8.index"]
+        "ckpt-12.index", "ckpt-4.index", "ckpt-6.index", "ckpt-8.index"]
 
     # The run directory is itself a bert_tf model: its newest checkpoint loads,
     # with the weights the trainer restores by its own keys.
