@@ -10,9 +10,20 @@ import tensorflow as tf
 from bert_tf.export import graph_ops, op_allowlist
 
 
-def _serve(exports, kind):
-    _, _, path = exports[kind]
-    return path, tf.saved_model.load(path).signatures["serving_default"]
+@pytest.fixture(scope="module")
+def serving(exports):
+    """`serving(kind)`: the kind's `serving_default`, each export loaded once for the module.
+
+    Loading a SavedModel retraces its functions; the tests only call the signature.
+    """
+    loaded = {}
+
+    def serve(kind):
+        if kind not in loaded:
+            loaded[kind] = tf.saved_model.load(exports[kind][2])
+        return loaded[kind].signatures["serving_default"]
+
+    return serve
 
 
 def _batch_error(first, first_size, second, second_size):
@@ -36,8 +47,8 @@ def _batch_error(first, first_size, second, second_size):
       "choices": [["She walks in.", "She flies.", "It sings."]]},
      _batch_error("context", 2, "choices", 1)),
 ])
-def test_mismatched_batch_sizes_name_both_inputs(exports, kind, inputs, message):
-    _, serve = _serve(exports, kind)
+def test_mismatched_batch_sizes_name_both_inputs(serving, kind, inputs, message):
+    serve = serving(kind)
     with pytest.raises(tf.errors.InvalidArgumentError, match=message) as caught:
         serve(**{name: tf.constant(value) for name, value in inputs.items()})
     # The check runs before packing: the packer's own shape error never shows.
@@ -52,13 +63,13 @@ def test_mismatched_batch_sizes_name_both_inputs(exports, kind, inputs, message)
     ("classifier", {"text": tf.zeros([0], tf.string), "text_pair": tf.zeros([0], tf.string)},
      "label"),
 ])
-def test_equal_batch_sizes_still_serve(exports, kind, inputs, outputs):
-    _, serve = _serve(exports, kind)
+def test_equal_batch_sizes_still_serve(serving, kind, inputs, outputs):
+    serve = serving(kind)
     result = serve(**{name: tf.constant(value) for name, value in inputs.items()})
     assert result[outputs].shape[0] == len(next(iter(inputs.values())))
 
 
 def test_the_check_uses_only_ops_tf_serving_links(exports):
     for kind in ("classifier", "span_labeler", "multiple_choice"):
-        path, _ = _serve(exports, kind)
+        path = exports[kind][2]
         op_allowlist.check_ops(graph_ops.saved_model_ops(path), source=path)
