@@ -17,7 +17,8 @@ from conftest import run_train
 
 from tests.helpers import REQUIRE_DATA
 
-pytestmark = pytest.mark.slow
+# Real trainer processes killed, signalled or starved mid-run: the second test command.
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 @contextlib.contextmanager

@@ -24,7 +24,8 @@ from tensorboard.compat.proto import event_pb2
 
 from bert_tf.checkpoints import native, readable, weight_map
 
-pytestmark = pytest.mark.slow
+# Real trainer processes killed, signalled or starved mid-run: the second test command.
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 TRAIN_STEPS = 16
 

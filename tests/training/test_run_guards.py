@@ -45,6 +45,8 @@ def error_lines(stderr):
     return [line for line in stderr.splitlines() if line.startswith("error:")]
 
 
+# A real trainer process stopped mid-run: the second test command.
+@pytest.mark.long
 def test_a_run_directory_through_its_guards(write_config, tmp_path):
     config = write_config(trainer={"train_steps": 4, "steps_per_loop": 2, "checkpoint_every": 2,
                                    "eval_every": 4, "eval_steps": 1})

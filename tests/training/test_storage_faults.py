@@ -30,6 +30,8 @@ def _write(tmp_path, experiment):
     return str(path)
 
 
+# A real trainer process stopped mid-run: the second test command.
+@pytest.mark.long
 def test_a_training_file_lost_mid_run_stops_with_one_line_and_resumes(
         tmp_path, bert_corpus, shared_file):
     # One short file of two documents: the endless input re-reads it every few steps.
