@@ -168,6 +168,13 @@ class Task(abc.ABC):
         del init_checkpoint, model_dir
         return self.experiment
 
+    def fixed_shape_settings(self) -> dict[str, Any]:
+        """`{config key: value}` that make every training batch the same shape (for TPUs).
+
+        The default: the task's batches never vary in shape.
+        """
+        return {}
+
     @abc.abstractmethod
     def validate(self) -> None:
         """Eager checks naming the config key at fault, before anything is built.

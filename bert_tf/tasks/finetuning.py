@@ -203,6 +203,10 @@ class FinetuningTask(Task):
         self.experiment = dataclasses.replace(self.experiment, model=model, data=data)
         return self.experiment
 
+    def fixed_shape_settings(self):
+        # Dynamic padding cuts each batch to its longest row.
+        return {"data.dynamic_padding": False} if self.data.dynamic_padding else {}
+
     def validate(self):
         """Eager checks naming the config key at fault, before anything is built."""
         data, encoder = self.data, self.model_config.encoder

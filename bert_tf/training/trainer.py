@@ -30,7 +30,7 @@ import yaml
 
 from bert_tf import config as config_lib
 from bert_tf.checkpoints import native, readable
-from bert_tf.training import precision, strategies
+from bert_tf.training import fixed_shapes, precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
@@ -271,6 +271,9 @@ class Trainer:
         batch = config.global_batch_size
         self.iterator = self._input_iterator(
             lambda context: self.task.train_dataset(context, batch))
+        if isinstance(self.strategy, tf.distribute.TPUStrategy):
+            fixed_shapes.check_fixed_shapes(self.iterator.element_spec,
+                                            self.task.fixed_shape_settings())
         self._eval_iterator = None
         self.checkpoint = TrainingCheckpoint(
             self.model_dir, model=self.model, optimizer=self.optimizer, step=self.step,

@@ -4,6 +4,8 @@ Models: the real uncased vocab (30,522 tokens), hidden 32, 2 layers, random
 weights. Each export takes a few seconds, so each kind is exported once.
 """
 
+from collections.abc import Mapping
+
 import pytest
 
 from research import shared_data
@@ -26,14 +28,40 @@ def tokenizer(vocab_file):
     return BertTokenizer(vocab_file, lower_case=True)
 
 
+class Exports(Mapping):
+    """`{kind: (model, task record, export path)}` of every kind in `TASKS`, each built when
+    first asked for, so a test process that serves three kinds pays for three exports (and
+    keeps three models), not six.
+
+    Args:
+      tokenizer: the tokenizer every export embeds.
+      base: the directory the exports are written under.
+    """
+
+    def __init__(self, tokenizer, base):
+        self._tokenizer = tokenizer
+        self._base = base
+        self._built = {}
+
+    def __getitem__(self, kind):
+        from bert_tf.export import export_model
+
+        if kind not in self._built:
+            record = TASKS[kind]
+            # Each kind keeps its own seed whatever order the kinds are built in.
+            model = build_model(kind, record, seed=list(TASKS).index(kind))
+            self._built[kind] = (model, record, export_model(
+                model, self._tokenizer, str(self._base / kind), record))
+        return self._built[kind]
+
+    def __iter__(self):
+        return iter(TASKS)
+
+    def __len__(self):
+        return len(TASKS)
+
+
 @pytest.fixture(scope="session")
 def exports(tokenizer, tmp_path_factory):
-    """{kind: (model, task record, export path)} for every kind in `TASKS`."""
-    from bert_tf.export import export_model
-
-    base = tmp_path_factory.mktemp("exports")
-    result = {}
-    for seed, (kind, record) in enumerate(TASKS.items()):
-        model = build_model(kind, record, seed)
-        result[kind] = (model, record, export_model(model, tokenizer, str(base / kind), record))
-    return result
+    """The session's tiny exports (`Exports`), built on first use."""
+    return Exports(tokenizer, tmp_path_factory.mktemp("exports"))

@@ -27,6 +27,7 @@ from tensorflow.python.framework import op_def_registry
 
 from bert_tf import config as config_lib
 from bert_tf import tasks
+from bert_tf.training import fixed_shapes
 from bert_tf.training import trainer as trainer_lib
 from tests.helpers import require_shared
 
@@ -34,7 +35,6 @@ SEED = 3
 # Every kind of training the trainer runs: (task, data section).
 KINDS = ("pretraining_packed", "pretraining_unpacked", "classifier", "regressor",
          "span_labeler", "token_classifier", "multiple_choice")
-LONG_XLA_KINDS = ("pretraining_unpacked", "regressor")
 # Steps per train-loop call: one step at a time, then a loop of two (steps_per_loop > 1).
 LOOPS = (1, 1, 2)
 # XLA fuses elementwise ops, orders reductions its own way and has its own exp,
@@ -214,11 +214,7 @@ def runs(request, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", [
-    # These two share all but the loss (or the packing) with a kind tested in
-    # the fast suite: they run in the long one, to keep the fast one short.
-    pytest.param(kind, marks=pytest.mark.long) if kind in LONG_XLA_KINDS else kind
-    for kind in KINDS])
+@pytest.mark.parametrize("kind", KINDS)
 def test_xla_trains_as_the_default_path_and_resumes_exactly(runs, kind):
     _, default_losses, _ = runs.get(kind, jit_compile=False)
     trainer, xla_losses, resumed = runs.get(kind, jit_compile=True)
@@ -303,12 +299,6 @@ def _host_callbacks(graph_def):
     return [node.name for node in _nodes(graph_def) if node.op in HOST_CALLBACK_OPS]
 
 
-def _unfixed_shapes(batch_spec):
-    """`{key: shape}` of the tensors of `(inputs, labels)` specs whose shape is not fully known."""
-    return {key: spec.shape for part in batch_spec for key, spec in part.items()
-            if not spec.shape.is_fully_defined()}
-
-
 def test_the_host_checks_catch_what_a_tpu_step_cannot_hold():
     """The checks below can fail: strings, a Python callback and a dynamic length."""
     tokenize = tf.function(lambda text: tf.strings.split(text)).get_concrete_function(
@@ -321,8 +311,24 @@ def test_the_host_checks_catch_what_a_tpu_step_cannot_hold():
     callback = tf.function(lambda x: tf.py_function(np.square, [x], tf.float32))
     graph = callback.get_concrete_function(tf.TensorSpec([2], tf.float32)).graph
     assert _host_callbacks(graph.as_graph_def())
-    assert _unfixed_shapes(({"token_ids": tf.TensorSpec([4, None], tf.int32)}, {})) == {
+    assert fixed_shapes.unfixed_shapes(({"token_ids": tf.TensorSpec([4, None], tf.int32)}, {})) == {
         "token_ids": tf.TensorShape([4, None])}
+
+
+def test_a_tpu_run_with_dynamic_padding_is_refused_in_one_line():
+    """Dynamic padding (the fine-tuning default) gives each batch its own length."""
+    name, values = _experiment_values("classifier", "")
+    values["data"]["dynamic_padding"] = True
+    task_class = tasks.task_class(name)
+    task = task_class(config_lib.from_dict(task_class.config_class, values))
+    task.resolve()
+    task.validate()
+    spec = task.train_dataset(None, 4).element_spec
+    with pytest.raises(ValueError) as refused:
+        fixed_shapes.check_fixed_shapes(spec, task.fixed_shape_settings())
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "token_ids [4, None]" in message and "--set data.dynamic_padding=false" in message
 
 
 @pytest.mark.slow
@@ -330,7 +336,8 @@ def test_the_host_checks_catch_what_a_tpu_step_cannot_hold():
 def test_the_train_step_has_what_a_tpu_compiles(runs, kind):
     trainer, _, _ = runs.get(kind, jit_compile=False)
     spec = trainer.iterator.element_spec
-    assert _unfixed_shapes(spec) == {}
+    fixed_shapes.check_fixed_shapes(spec, trainer.task.fixed_shape_settings())  # passes
+    assert trainer.task.fixed_shape_settings() == {}
     assert trainer.train_step.local_replicas == 1
     loop = trainer.train_step.train_loop.get_concrete_function(trainer.iterator, tf.constant(2))
     graph_def = loop.graph.as_graph_def()
