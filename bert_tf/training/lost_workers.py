@@ -59,7 +59,8 @@ class LostWorkerError(RuntimeError):
     Restarting every worker resumes from `checkpoint` (None: no checkpoint yet).
 
     Args:
-      lost: the `LostTask`s the error named.
+      lost: the `LostTask`s the error named (none: the coordination service in this
+        worker failed).
       checkpoint: path of the run's newest checkpoint, or None.
       step: the step of `checkpoint`, or None.
       how: what TensorFlow saw ("stopped sending heartbeats", ...).
@@ -70,11 +71,12 @@ class LostWorkerError(RuntimeError):
         self.checkpoint = checkpoint
         self.step = step
         named = ", ".join(str(task) for task in self.lost)
+        what = f"lost {named} of the cluster" if self.lost else "the cluster's coordination failed"
         kept = (f"the last checkpoint is step {step} ({checkpoint})" if checkpoint
                 else "no checkpoint was written yet")
         super().__init__(
-            f"lost {named} of the cluster ({how}); this worker stopped and {kept}: restart "
-            "every worker with the same command to resume from it")
+            f"{what} ({how}); this worker stopped and {kept}: restart every worker with the "
+            "same command to resume from it")
 
 
 def configure_heartbeat_timeout(seconds, cluster_spec, task_type):
@@ -102,6 +104,9 @@ def configure_heartbeat_timeout(seconds, cluster_spec, task_type):
 def lost_tasks(error, cluster_spec, own_task):
     """`(tasks, how)` when `error` says a task of the cluster is gone, else None.
 
+    `tasks` is empty when this worker runs the coordination service and its own
+    heartbeat went unanswered: the run cannot go on, but no peer is known lost.
+
     Args:
       error: an exception raised by a multi-worker train step, evaluation or save.
       cluster_spec: the run's `tf.train.ClusterSpec`.
@@ -116,6 +121,12 @@ def lost_tasks(error, cluster_spec, own_task):
     elif _LEADER_UNREACHABLE in message:
         names = multi_worker_util.coordination_leader(cluster_spec)
         how = "its coordination service stopped answering heartbeats"
+        leader = _TASK.search(names)
+        if (leader.group(1), int(leader.group(2))) == tuple(own_task):
+            # This worker runs the service: no peer is known to be gone.
+            return [], ("this worker runs its coordination service, which did not answer "
+                        "its heartbeat in time: an overloaded machine, or "
+                        "runtime.worker_timeout_seconds too small for it")
     else:
         names, how = message, "its connection was lost"
     tasks = []

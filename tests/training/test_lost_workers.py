@@ -44,6 +44,12 @@ def test_the_survivors_errors_name_the_lost_worker_and_its_address():
     found = lost_tasks(tf.errors.DeadlineExceededError(None, None, LEADER_SILENT), CLUSTER,
                        ("worker", 1))
     assert found[0] == [LostTask("worker", 0, "host-a:2222")]
+    # Worker 0 runs the service: its own heartbeat unanswered (an overloaded machine).
+    found = lost_tasks(tf.errors.DeadlineExceededError(None, None, LEADER_SILENT), CLUSTER,
+                       ("worker", 0))
+    assert found[0] == [] and "runtime.worker_timeout_seconds too small" in found[1]
+    message = str(LostWorkerError(found[0], "/runs/a/ckpt-4", 4, found[1]))
+    assert message.startswith("the cluster's coordination failed (this worker runs")
 
 
 def test_other_errors_are_not_a_lost_worker():
