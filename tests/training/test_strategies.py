@@ -198,11 +198,11 @@ def test_a_worker_killed_outright_stops_the_other_which_then_resumes_with_it(wri
     assert f"({model_dir}/ckpt-{step})" in errors[0]
 
     processes = _start_workers(config, model_dir, *extra)
-    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
     for process, log in zip(processes, outputs):
         assert process.returncode == 0, log[-3000:]
         assert f"resumed from {model_dir}/ckpt-{step}" in log
-    log = single.communicate(timeout=300)[0]
+    log = single.communicate(timeout=600)[0]
     assert single.returncode == 0, log[-3000:]
     difference = max_weight_difference(checkpoint_weights(tmp_path / "single"),
                                        checkpoint_weights(model_dir))
