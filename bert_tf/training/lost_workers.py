@@ -66,7 +66,8 @@ class LostWorkerError(RuntimeError):
       how: what TensorFlow saw ("stopped sending heartbeats", ...).
     """
 
-    def __init__(self, lost, checkpoint, step, how):
+    def __init__(self, lost: "list[LostTask]", checkpoint: str | None, step: int | None,
+                 how: str):
         self.lost = tuple(lost)
         self.checkpoint = checkpoint
         self.step = step
@@ -79,7 +80,8 @@ class LostWorkerError(RuntimeError):
             "same command to resume from it")
 
 
-def configure_heartbeat_timeout(seconds, cluster_spec, task_type):
+def configure_heartbeat_timeout(seconds: float, cluster_spec: tf.train.ClusterSpec,
+                                task_type: str) -> None:
     """Sets the coordination service's heartbeat timeout; call before the strategy starts.
 
     `MultiWorkerMirroredStrategy` configures the service itself, with
@@ -89,8 +91,11 @@ def configure_heartbeat_timeout(seconds, cluster_spec, task_type):
     Args:
       seconds: how long a worker's heartbeats may stop before the others stop.
       cluster_spec: the run's `tf.train.ClusterSpec` (from `TF_CONFIG`).
-      task_type: this process's job ("worker", "chief", ...).
+      task_type: this process's job ("worker", "chief", ...); other jobs than
+        those two (an evaluator) are left to TensorFlow, as it does.
     """
+    if task_type not in _TRAINING_JOBS:
+        return
     jobs = [coordination_config_pb2.CoordinatedJob(name=job,
                                                    num_tasks=cluster_spec.num_tasks(job))
             for job in _TRAINING_JOBS if job in cluster_spec.jobs]
@@ -98,10 +103,11 @@ def configure_heartbeat_timeout(seconds, cluster_spec, task_type):
         service_type="standalone",
         service_leader=multi_worker_util.coordination_leader(cluster_spec),
         heartbeat_timeout_in_ms=int(seconds * 1000),
-        coordinated_jobs=jobs if task_type in _TRAINING_JOBS else [])
+        coordinated_jobs=jobs)
 
 
-def lost_tasks(error, cluster_spec, own_task):
+def lost_tasks(error: BaseException, cluster_spec: tf.train.ClusterSpec,
+               own_task: tuple[str, int]) -> "tuple[list[LostTask], str] | None":
     """`(tasks, how)` when `error` says a task of the cluster is gone, else None.
 
     `tasks` is empty when this worker runs the coordination service and its own

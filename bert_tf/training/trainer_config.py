@@ -91,7 +91,8 @@ class RuntimeConfig:
     # Seeds weight initialisation and dropout (the data has its own seed).
     seed: int = 0
     # multi_worker: a worker whose heartbeats stop this long (killed, its machine lost)
-    # stops every other worker, with exit code 75 (TensorFlow's default: 10 s).
+    # stops every other worker within it plus 3 s, with exit code 75 (TensorFlow's
+    # default: 10 s; smaller takes a stalled, overloaded worker for lost).
     worker_timeout_seconds: int = 10
 
     def __post_init__(self):

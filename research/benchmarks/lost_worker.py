@@ -61,7 +61,7 @@ def build_parser():
     parser.add_argument("--repeats", type=int, default=2,
                         help="trials per timeout, victim and signal")
     parser.add_argument("--kill_after_step", type=int, default=10)
-    parser.add_argument("--slack_seconds", type=float, default=2.0,
+    parser.add_argument("--slack_seconds", type=float, default=3.0,
                         help="the stated bound is the timeout plus this")
     parser.add_argument("--corpus", default=shared_data.data_path("corpus", "sotu"),
                         help="folder of prose documents (one per file)")
