@@ -163,10 +163,11 @@ def summarize(trials, slack):
 
 def write_report(results, output_dir):
     lines = ["# Lost-worker benchmark", "",
-             "Written by `python -m research.bench lost_worker`: seconds from SIGKILL of one of "
-             "two `multi_worker` workers on localhost to the survivor's exit (code 75, one error "
-             "line), per `runtime.worker_timeout_seconds`, victim and signal (SIGSTOP: the "
-             "victim freezes with its connections open, as a vanished machine).", "",
+             "Written by `python -m research.bench lost_worker`: seconds from the signal that "
+             "loses one of two `multi_worker` workers on localhost to the survivor's exit (code "
+             "75, one error line), per `runtime.worker_timeout_seconds`, victim and signal "
+             "(SIGSTOP: the victim freezes with its connections open, as a vanished machine).",
+             "",
              "| worker_timeout_seconds | lost | signal | trials | min s | median s | max s | "
              "bound (timeout + slack) | all exit 75 with one line, within bound |",
              "|---|---|---|---|---|---|---|---|---|"]
