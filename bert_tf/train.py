@@ -103,7 +103,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     import tensorflow as tf
 
     from bert_tf.optional_imports import MissingDependencyError
-    from bert_tf.training import strategies, trainer
+    from bert_tf.training import lost_workers, strategies, trainer
 
     runtime = experiment.runtime
     if runtime.logical_cpu_devices > 1:
@@ -117,9 +117,20 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         experiment = task.resolve(init_checkpoint, model_dir)
         trainer.check_resumable(model_dir, experiment, task, allow_data_change)
         strategy = strategies.create_strategy(runtime.strategy, runtime.tpu,
-                                              runtime.logical_cpu_devices)
+                                              runtime.logical_cpu_devices,
+                                              runtime.worker_timeout_seconds)
         run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint)
         result = run_trainer.train()
+    except lost_workers.LostWorkerError as e:
+        logging.debug("a worker was lost", exc_info=True)
+        print(f"error: {e} (exit code {trainer.LOST_WORKER_EXIT_CODE})", file=sys.stderr)
+        # TensorFlow's teardown then waits seconds on the lost worker; nothing is left to
+        # write (checkpoint and summaries are closed), so leave now, as the preemption exit
+        # does, and the bound on stopping stays the heartbeat timeout.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(trainer.LOST_WORKER_EXIT_CODE)
     except (trainer.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
             FileNotFoundError, RuntimeError, MissingDependencyError) as e:
         logging.debug("training failed", exc_info=True)

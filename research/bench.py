@@ -1,4 +1,6 @@
-"""Benchmarks: `python -m research.bench {tokenizer,pipeline,train,serve,packing,parity} [options]`.
+"""Benchmarks: `python -m research.bench NAME [options]`.
+
+NAME: tokenizer, pipeline, train, serve, packing, parity, lost_worker.
 
 Each benchmark measures a peer in the same run where one exists and reports
 ratios, because these machines are shared and absolute numbers are noisy.
@@ -21,6 +23,8 @@ BENCHMARKS = {
                 "packed rows vs padded ones on real data: pretraining, fine-tuning, serving"),
     "parity": ("research.benchmarks.parity",
                "step-for-step training parity with Model Garden BertPretrainerV2"),
+    "lost_worker": ("research.benchmarks.lost_worker",
+                    "seconds from SIGKILL of a multi-worker worker to the survivor's exit"),
 }
 
 

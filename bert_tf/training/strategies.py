@@ -15,6 +15,7 @@ import os
 
 import tensorflow as tf
 
+from bert_tf.training import lost_workers
 from bert_tf.training.strategy_names import STRATEGIES
 
 
@@ -63,8 +64,16 @@ def _cluster_workers(tf_config):
     return cluster.get("worker", []) + cluster.get("chief", [])
 
 
-def create_strategy(name, tpu_address="", logical_cpu_devices=0):
-    """Builds the strategy `name` (after `choose_strategy`) for this process."""
+def create_strategy(name, tpu_address="", logical_cpu_devices=0, worker_timeout_seconds=10):
+    """Builds the strategy `name` (after `choose_strategy`) for this process.
+
+    Args:
+      name: one of `STRATEGIES`.
+      tpu_address: the `--tpu` flag (see `choose_strategy`).
+      logical_cpu_devices: the logical CPU devices `split_cpu` made (0: none).
+      worker_timeout_seconds: `multi_worker` only: how long a worker's heartbeats may
+        stop before the others stop (see `lost_workers`).
+    """
     name = choose_strategy(name, tpu_address)
     logging.info("distribution strategy: %s", name)
     if name == "tpu":
@@ -73,7 +82,12 @@ def create_strategy(name, tpu_address="", logical_cpu_devices=0):
         if not os.environ.get("TF_CONFIG"):
             raise ValueError("--strategy=multi_worker needs TF_CONFIG describing the cluster "
                              "(see README: Strategies)")
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        lost_workers.configure_heartbeat_timeout(worker_timeout_seconds,
+                                                 resolver.cluster_spec(), resolver.task_type)
+        logging.info("a worker whose heartbeats stop for %gs stops the others "
+                     "(runtime.worker_timeout_seconds)", worker_timeout_seconds)
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if name == "mirrored":
         if gpus:

@@ -30,7 +30,7 @@ import yaml
 
 from bert_tf import config as config_lib
 from bert_tf.checkpoints import native, readable
-from bert_tf.training import fixed_shapes, precision, strategies
+from bert_tf.training import fixed_shapes, lost_workers, precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
@@ -45,6 +45,10 @@ PARAMS_FILE = "params.yaml"
 EVAL_RESULTS_FILE = "eval_results.json"
 # Exit code after a multi-worker preemption save (TensorFlow's convention).
 PREEMPTION_EXIT_CODE = 42
+# Exit code of the survivors when a worker of a multi-worker run disappeared without
+# warning (sysexits' EX_TEMPFAIL): restart every worker; the run resumes from its last
+# checkpoint. Both codes tell a cluster manager "restart the job", unlike 1 and 2.
+LOST_WORKER_EXIT_CODE = 75
 
 
 class TrainingDivergedError(RuntimeError):
@@ -462,8 +466,27 @@ class Trainer:
                     return self._train()
                 except _ErrorInInputState:
                     continue  # from the next older checkpoint
+                except tf.errors.OpError as error:
+                    lost = self._lost_worker(error)
+                    if lost is None:
+                        raise
+                    raise lost from error
         finally:
             self.release()
+
+    def _lost_worker(self, error):
+        """A `LostWorkerError` when `error` says a worker of the cluster is gone, else None."""
+        if not self.multi_worker:
+            return None
+        resolver = self.strategy.cluster_resolver
+        found = lost_workers.lost_tasks(error, resolver.cluster_spec(),
+                                        (resolver.task_type, resolver.task_id))
+        if found is None:
+            return None
+        latest = self.checkpoint.latest
+        # Checkpoints are numbered by their step (`TrainingCheckpoint.save`).
+        step = int(latest.rsplit("-", 1)[1]) if latest else None
+        return lost_workers.LostWorkerError(found[0], latest, step, found[1])
 
     def _check_input_state(self, error):
         """Raises `_ErrorInInputState` when the newest checkpoint replays `error`.

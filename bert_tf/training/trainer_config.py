@@ -90,6 +90,10 @@ class RuntimeConfig:
     deterministic: bool = False
     # Seeds weight initialisation and dropout (the data has its own seed).
     seed: int = 0
+    # multi_worker: a worker whose heartbeats stop this long (killed, its machine lost)
+    # stops every other worker within it plus 3 s, with exit code 75 (TensorFlow's
+    # default: 10 s; smaller takes a stalled, overloaded worker for lost).
+    worker_timeout_seconds: int = 10
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -97,6 +101,9 @@ class RuntimeConfig:
         if self.mixed_precision not in PRECISIONS:
             raise ValueError(f"runtime.mixed_precision must be one of {PRECISIONS}, "
                              f"got {self.mixed_precision!r}")
+        if self.worker_timeout_seconds < 1:
+            raise ValueError(f"runtime.worker_timeout_seconds must be >= 1 (TensorFlow checks "
+                             f"heartbeats once a second), got {self.worker_timeout_seconds}")
         if self.logical_cpu_devices < 0:
             raise ValueError(f"runtime.logical_cpu_devices must be >= 0, "
                              f"got {self.logical_cpu_devices}")

@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 import tensorflow as tf
@@ -20,7 +21,7 @@ from conftest import (
     train_env,
 )
 
-from bert_tf.training import strategies
+from bert_tf.training import strategies, trainer
 
 NO_DROPOUT = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
                           "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
@@ -154,3 +155,54 @@ def test_preempting_one_worker_checkpoints_the_cluster_which_then_resumes(write_
                     if line.startswith("weights fingerprint:")}
     assert len(fingerprints) == 1
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-40")
+
+
+@pytest.mark.long
+def test_a_worker_killed_outright_stops_the_other_which_then_resumes_with_it(write_config,
+                                                                           tmp_path):
+    # SIGKILL: TensorFlow's preemption handling never runs; the coordination service
+    # notices the missing heartbeats within runtime.worker_timeout_seconds.
+    timeout = 5
+    config = write_config(model=NO_DROPOUT, trainer={
+        "train_steps": 40, "steps_per_loop": 2, "checkpoint_every": 4, "eval_every": 0,
+        "input_distribution": "global"})
+    # The uninterrupted run trains beside the cluster (the test waits less).
+    single = subprocess.Popen(train_command(config, tmp_path / "single"), cwd=REPO,
+                              env=train_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    model_dir = tmp_path / "cluster"
+    extra = ("--set", f"runtime.worker_timeout_seconds={timeout}")
+    processes = _start_workers(config, model_dir, *extra)
+    output = []
+    for line in processes[0].stdout:
+        output.append(line)
+        if "step 10/40" in line:
+            break
+    else:  # a machine too loaded for the timeout takes a live worker for lost
+        pytest.fail("the chief stopped before step 10:\n" + "".join(output[-30:]))
+    processes[1].kill()
+    killed_at = time.monotonic()
+    output.append(processes[0].communicate(timeout=120)[0])
+    seconds = time.monotonic() - killed_at
+    processes[1].wait()
+    output = "".join(output)
+    assert processes[0].returncode == trainer.LOST_WORKER_EXIT_CODE == 75, output[-3000:]
+    # The documented bound is the timeout plus 3 s; 2 s more for a loaded machine.
+    assert seconds < timeout + 5, seconds
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in output, output[-3000:]
+    step = int(re.search(r"the last checkpoint is step (\d+) \(", errors[0]).group(1))
+    assert 8 <= step < 40
+    assert re.search(r"lost worker 1 \(localhost:\d+\) of the cluster", errors[0]), errors[0]
+    assert f"({model_dir}/ckpt-{step})" in errors[0]
+
+    processes = _start_workers(config, model_dir, *extra)
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    for process, log in zip(processes, outputs):
+        assert process.returncode == 0, log[-3000:]
+        assert f"resumed from {model_dir}/ckpt-{step}" in log
+    log = single.communicate(timeout=600)[0]
+    assert single.returncode == 0, log[-3000:]
+    difference = max_weight_difference(checkpoint_weights(tmp_path / "single"),
+                                       checkpoint_weights(model_dir))
+    assert difference < 1e-5
