@@ -8,8 +8,9 @@ REQUEST.json: {"exports": {kind: path}, "threads": N, "warmup_rounds": W, "round
                                                "shape": [int, ...]}}}]}
 
 Each request is first answered once, single-threaded. Then each of R rounds
-runs every request once on each of N threads (each thread in its own shuffled
-order) and, once the threads are done, samples VmRSS. An answer is recorded
+serves one signature of one export after the other: every request to it runs
+once on each of N threads (each thread in its own shuffled order), so that the
+threads share that signature at once. Once a round is done, VmRSS is sampled. An answer is recorded
 as an outcome string: "ok " and a digest of the outputs' exact bytes, or the
 error's class and message. Printed: {"single": {id: outcome},
 "concurrent": {id: {outcome: count}}, "rss_kib": [after each round],
@@ -56,10 +57,11 @@ def main(path):
         request = json.load(f)
     signatures = {kind: tf.saved_model.load(export).signatures
                   for kind, export in request["exports"].items()}
-    calls = []
+    calls, by_signature = [], {}
     for item in request["requests"]:
         inputs = {name: tf.constant(np.array(spec["value"], spec["dtype"]).reshape(spec["shape"]))
                   for name, spec in item["inputs"].items()}
+        by_signature.setdefault((item["kind"], item["signature"]), []).append(len(calls))
         calls.append((item["id"], signatures[item["kind"]][item["signature"]], inputs))
 
     single = {key: outcome(function, inputs) for key, function, inputs in calls}
@@ -87,11 +89,12 @@ def main(path):
     threads = request["threads"]
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         for _ in range(request["warmup_rounds"] + request["rounds"]):
-            orders = [shuffle.sample(range(len(calls)), len(calls)) for _ in range(threads)]
-            for future in [pool.submit(serve, order) for order in orders]:
-                for key, answer in future.result():
-                    counts = concurrent_outcomes[key]
-                    counts[answer] = counts.get(answer, 0) + 1
+            for indices in by_signature.values():
+                orders = [shuffle.sample(indices, len(indices)) for _ in range(threads)]
+                for future in [pool.submit(serve, order) for order in orders]:
+                    for key, answer in future.result():
+                        counts = concurrent_outcomes[key]
+                        counts[answer] = counts.get(answer, 0) + 1
             gc.collect()
             rss.append(resident_kib())
     print(json.dumps({"single": single, "concurrent": concurrent_outcomes, "rss_kib": rss,

@@ -2,13 +2,13 @@
 
 One fresh process (tensorflow and tensorflow_text only, as a model server) loads
 the session's tiny exports with `tf.saved_model.load` and answers every request
-single-threaded first, then from 8 threads over several rounds
-(`concurrent_serving.py`). Valid answers must equal the single-threaded ones
-exactly: the same request runs the same kernels on the same shapes, whatever
-runs beside it, so even the last bit must not move. Malformed requests (the
-token-id checks, wrong dtypes, batch sizes that differ between inputs) must be
-refused with their named errors every time, and resident memory must stay flat
-after the warm-up rounds.
+single-threaded first, then from 8 threads over several rounds, the 8 threads
+sharing one signature of one export at a time (`concurrent_serving.py`). Valid
+answers must equal the single-threaded ones exactly: the same request runs the
+same kernels on the same shapes, whatever runs beside it, so even the last bit
+must not move. Malformed requests (the token-id checks, wrong dtypes, batch
+sizes that differ between inputs) must be refused with their named errors every
+time, and resident memory must stay flat after the warm-up rounds.
 """
 
 import json
