@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m research.bench {tokenizer,pipeline,train,serve,packing,parity} [options]`.
+"""Benchmarks: `python -m research.bench NAME [options]` (NAME: one of `BENCHMARKS`).
 
 Each benchmark measures a peer in the same run where one exists and reports
 ratios, because these machines are shared and absolute numbers are noisy.
@@ -21,13 +21,15 @@ BENCHMARKS = {
                 "packed rows vs padded ones on real data: pretraining, fine-tuning, serving"),
     "parity": ("research.benchmarks.parity",
                "step-for-step training parity with Model Garden BertPretrainerV2"),
+    "memory_curve": ("research.benchmarks.memory_curve",
+                     "resident memory of a 3,000-step pretraining against step: flat?"),
 }
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
-        lines = [f"  {name:10s} {what}" for name, (_, what) in BENCHMARKS.items()]
+        lines = [f"  {name:12s} {what}" for name, (_, what) in BENCHMARKS.items()]
         print("usage: python -m research.bench NAME [options]\n\nbenchmarks:\n" + "\n".join(lines),
               file=sys.stderr)
         return 2
