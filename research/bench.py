@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m research.bench NAME [options]`; NAME is one of `BENCHMARKS`.
+"""Benchmarks: `python -m research.bench NAME [options]` (NAME: one of `BENCHMARKS`).
 
 Each benchmark measures a peer in the same run where one exists and reports
 ratios, because these machines are shared and absolute numbers are noisy.
@@ -25,6 +25,8 @@ BENCHMARKS = {
                     "seconds from SIGKILL of a multi-worker worker to the survivor's exit"),
     "serving_latency": ("research.benchmarks.serving_latency",
                         "p50/p99 latency of a MiniLM export, batch 1 and 32, 1 and 8 threads"),
+    "memory_curve": ("research.benchmarks.memory_curve",
+                     "resident memory of a 3,000-step pretraining against step: flat?"),
 }
 
 
@@ -32,6 +34,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
         lines = [f"  {name:16s} {what}" for name, (_, what) in BENCHMARKS.items()]
+        lines = [f"  {name:12s} {what}" for name, (_, what) in BENCHMARKS.items()]
         print("usage: python -m research.bench NAME [options]\n\nbenchmarks:\n" + "\n".join(lines),
               file=sys.stderr)
         return 2
