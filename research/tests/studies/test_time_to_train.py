@@ -149,13 +149,29 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
 
 
 @pytest.mark.long
-def test_a_run_that_reaches_the_target_stops_and_is_not_trained_again(tmp_path, shared_file):
+def test_a_run_that_reaches_the_target_is_stopped_and_not_trained_again(tmp_path, shared_file):
     shared_file("vocab", "bert-base-uncased-vocab.txt")
+    # The CI profile with a budget far beyond the first evaluation.
+    values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
+    values["profiles"]["ci"]["overrides"].append("trainer.train_steps=3000")
+    study = tmp_path / "time_to_train_long.yaml"
+    study.write_text(json.dumps(values))
     out = tmp_path / "ttt"
-    # A budget far beyond the first evaluation: the trainer is stopped once it crosses.
-    first = _run(out, "--recipes", "baseline", "--target", "0.0")
-    assert "stopping the trainer" in first or "budget" not in first
+    command = [sys.executable, "-m", "research.study", str(study), "--out", str(out),
+               "--profile", "ci", "--recipes", "baseline", "--target", "0.0"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    first = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
+                           text=True, timeout=1800)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "stopping the trainer" in first.stdout
     results = json.loads((out / "results.json").read_text())
-    baseline = next(r for r in results["recipes"] if r["name"] == "baseline")
+    baseline = results["recipes"][0]
     assert baseline["status"] == "reached" and baseline["steps_to_target"] == 4
-    assert ": running" not in _run(out, "--recipes", "baseline", "--target", "0.0")
+    # Stopped long before its budget, after a checkpoint.
+    (phase,) = baseline["phases"]
+    assert phase["state"] == "reached" and phase["steps_trained"] < 3000
+    times = (out / "runs" / "baseline" / "main" / "unit_times.jsonl").read_text()
+    assert json.loads(times.splitlines()[-1])["stopped_at_target"] is True
+    again = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
+                           text=True, timeout=1800)
+    assert again.returncode == 0 and ": running" not in again.stdout
