@@ -21,8 +21,14 @@ PLOTS_DIR = "plots"
 BRACKET_GOAL = 0.02
 
 
-def recipe_results(benchmark, recipe, timings):
-    """The record of one recipe as far as it has trained."""
+def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
+    """The record of one recipe as far as it has trained.
+
+    Args:
+      benchmark: a `runner.Benchmark`.
+      recipe: one of its `RecipeSpec`s.
+      timings: `timing.json`'s "phases" ({"recipe/phase": {"seconds_per_step": ...}}) or None.
+    """
     target = benchmark.target
     points, phases, offset = [], [], 0
     tokens_done, flops_done, seconds_done = 0, 0.0, 0.0
@@ -80,8 +86,8 @@ def recipe_results(benchmark, recipe, timings):
     return result
 
 
-def build(benchmark):
-    """The results dict (what results.json holds)."""
+def build(benchmark) -> dict:
+    """The results dict (what results.json holds) of a `runner.Benchmark`."""
     timings = timing.read(benchmark.out_dir)
     recipes = [recipe_results(benchmark, recipe, timings and timings["phases"])
                for recipe in benchmark.spec.recipes]
@@ -100,8 +106,8 @@ def build(benchmark):
             "timing": timings, "recipes": recipes}
 
 
-def write(benchmark):
-    """Writes results.json, report.md and the plots; returns the results."""
+def write(benchmark) -> dict:
+    """Writes results.json, report.md and the plots of a `runner.Benchmark`; returns the results."""
     results = build(benchmark)
     os.makedirs(benchmark.out_dir, exist_ok=True)
     path = os.path.join(benchmark.out_dir, RESULTS_FILE)
@@ -118,8 +124,8 @@ def _number(value, scale=1.0, digits=2, suffix=""):
     return "–" if value is None else f"{value / scale:.{digits}f}{suffix}"
 
 
-def markdown(results):
-    """The text of report.md."""
+def markdown(results: dict) -> str:
+    """The text of report.md, from `build`'s results."""
     target = results["target"]
     timings = results["timing"]
     lines = [f"# Time to train: {target['metric']} >= {100 * target['value']:.2f} % held out",
@@ -179,8 +185,13 @@ def markdown(results):
     return "\n".join(lines)
 
 
-def plot(results, plots_dir):
-    """Held-out accuracy against training FLOPs and (with a timing run) wall time."""
+def plot(results: dict, plots_dir: str) -> None:
+    """Held-out accuracy against training FLOPs and (with a timing run) wall time, as PNGs.
+
+    Args:
+      results: `build`'s results.
+      plots_dir: where the PNG files go.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 from bert_tf import config as config_lib
 from bert_tf import sweep, tasks
+from bert_tf.tasks.pretraining import PretrainingTask
 from research import shared_data
 from research.studies import corpus as corpus_lib
 from research.studies import scalars, units
@@ -169,8 +170,6 @@ class Benchmark:
     def _measurement(self, recipe, phase):
         experiment = self.experiment(recipe, phase)
         data, trainer = experiment.data, experiment.trainer
-        from bert_tf.tasks.pretraining import PretrainingTask
-
         length, predictions, rate = PretrainingTask(experiment).eval_settings()
         found = {f"data.{name}": getattr(data, name) for name in HELD_OUT_DATA_FIELDS}
         found.update({f"trainer.{name}": getattr(trainer, name)
@@ -200,8 +199,12 @@ class Benchmark:
 
     # -- running -------------------------------------------------------------------
 
-    def run(self):
-        """Trains every selected recipe as far as it goes; returns the results."""
+    def run(self) -> dict:
+        """Trains the selected recipes in order, each until the target or its budget.
+
+        Checks first that every phase is measured on the reference's held-out
+        batches; rewrites the report after every recipe. Returns the results.
+        """
         from research.studies.time_to_train import report
 
         self.check_same_measurement()

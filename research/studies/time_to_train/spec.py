@@ -140,14 +140,22 @@ def load(name: str, profile: str = "full") -> TimeToTrainSpec:
         if profile not in profiles:
             raise config_lib.ConfigError(f"{path}: no profile {profile!r}; profiles: "
                                          f"{['full', *sorted(profiles)]}")
-        values = study_spec._merge(values, profiles[profile])
+        values = study_spec.merge_profile(values, profiles[profile])
     spec = config_lib.from_dict(TimeToTrainSpec, values, source=path)
     spec.validate(path)
     return spec
 
 
 def target_value(spec: TimeToTrainSpec) -> float:
-    """The target: `target.value`, else the final `target.metric` of `target.from_record`."""
+    """The target: `target.value`, else the final `target.metric` of `target.from_record`.
+
+    Args:
+      spec: the benchmark.
+
+    Raises:
+      bert_tf.config.ConfigError: the record lacks the metric.
+      FileNotFoundError: the record does not exist.
+    """
     if spec.target.value is not None:
         return spec.target.value
     path = study_spec.resolve_repo_path(spec.target.from_record)
