@@ -4,6 +4,8 @@
     python -m research.study pretrain_vs_random --out runs/study --report_only
     python -m research.study pretrain_vs_random --out runs/study --records DIR \
         [--keep_weights] [--arms A,B]
+    python -m research.study time_to_train --out DIR [--profile ci] [--recipes A,B] \
+        [--target 0.16] [--timing_only | --report_only]
     python -m research.study --list
 
 A study pretrains, fine-tunes every arm on its suite of tasks and writes
@@ -13,6 +15,11 @@ and resumes an interrupted one from its checkpoint, so a killed study loses at
 most the run in progress. Start the same command twice to use two cores:
 each process takes the runs the other is not running. `--profile ci` runs
 the same machinery on a tiny configuration in a few minutes.
+
+`time_to_train` is a benchmark run by the same command: each recipe
+pretrains until its held-out MLM accuracy reaches the target or its step
+budget ends (see `research.studies.time_to_train`); `--timing_only` measures
+every recipe's time per step in one short run, alone on a quiet machine.
 """
 
 import argparse
@@ -48,6 +55,15 @@ def parse_args(argv):
     parser.add_argument("--report_only", action="store_true",
                         help="train nothing; rewrite the report from the finished runs")
     parser.add_argument("--list", action="store_true", help="list the studies and exit")
+    ttt = parser.add_argument_group("time_to_train only")
+    ttt.add_argument("--recipes", metavar="A,B",
+                     help="train only these recipes, in this order (default: all, in the "
+                          "config's order); the report covers every recipe")
+    ttt.add_argument("--target", type=float,
+                     help="the held-out target value (default: the config's target)")
+    ttt.add_argument("--timing_only", action="store_true",
+                     help="train nothing: time every recipe's steps in one short run on this "
+                          "machine (run it alone on a quiet machine) and rewrite the report")
     return parser.parse_args(argv)
 
 
@@ -82,6 +98,14 @@ def main(argv=None):
         print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
     started = time.monotonic()
+    from research.studies.time_to_train import spec as ttt_spec
+
+    if os.path.isfile(spec_lib.study_path(args.study)) and ttt_spec.is_time_to_train(args.study):
+        return _time_to_train(args, log, started)
+    if args.recipes or args.target is not None or args.timing_only:
+        print("error: --recipes, --target and --timing_only are options of time_to_train",
+              file=sys.stderr)
+        return 2
     try:
         spec = spec_lib.load_study(args.study, args.profile)
         arms = [name.strip() for name in args.arms.split(",")] if args.arms else None
@@ -99,6 +123,48 @@ def main(argv=None):
                           ("results", os.path.join(study.out_dir, "results.json")),
                           ("plots", os.path.join(study.out_dir, "plots")),
                           ("TensorBoard", f"tensorboard --logdir {study.out_dir}")])
+    return 0
+
+
+def _time_to_train(args, log, started):
+    """The time-to-train benchmark (`research.studies.time_to_train`)."""
+    from bert_tf import config as config_lib
+    from research.studies import units
+    from research.studies.time_to_train import report, runner, timing
+    from research.studies.time_to_train import spec as ttt_spec
+
+    if args.arms or args.records or args.keep_weights:
+        print("error: --arms, --records and --keep_weights are options of the studies, not "
+              "of time_to_train", file=sys.stderr)
+        return 2
+    if args.timing_only and args.report_only:
+        print("error: give --timing_only or --report_only, not both", file=sys.stderr)
+        return 2
+    try:
+        spec = ttt_spec.load(args.study, args.profile)
+        recipes = [name.strip() for name in args.recipes.split(",")] if args.recipes else None
+        benchmark = runner.Benchmark(spec, args.out, args.profile, log, args.target, recipes)
+        log(f"benchmark {spec.name} (profile {args.profile}) in {benchmark.out_dir}; target "
+            f"{spec.target.metric} >= {benchmark.target:.4f}")
+        if args.timing_only:
+            benchmark.check_same_measurement()
+            timing.measure(benchmark, log)
+            results = report.write(benchmark)
+        elif args.report_only:
+            results = report.write(benchmark)
+        else:
+            results = benchmark.run()
+    except (config_lib.ConfigError, FileNotFoundError, ValueError, units.UnitFailedError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    counts = {}
+    for recipe in results["recipes"]:
+        counts[recipe["status"]] = counts.get(recipe["status"], 0) + 1
+    log(f"recipes: {', '.join(f'{n} {status}' for status, n in counts.items())}; this "
+        f"invocation took {(time.monotonic() - started) / 60:.1f} min")
+    console.print_fields([("report", os.path.join(benchmark.out_dir, report.REPORT_FILE)),
+                          ("results", os.path.join(benchmark.out_dir, report.RESULTS_FILE)),
+                          ("plots", os.path.join(benchmark.out_dir, report.PLOTS_DIR))])
     return 0
 
 

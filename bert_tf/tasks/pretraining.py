@@ -85,7 +85,16 @@ class PretrainingDataConfig:
     # Sequences assigned to rows at a time (first-fit within the window).
     packing_window: int = _BERT_PACKING.window
     seed: int = _BERT_DATA.seed
+    # Held-out evaluation at other settings than training (0: the training value), so
+    # runs that train at another length or masking rate (a shorter first phase, a
+    # higher rate) are scored on the same held-out batches as the paper's recipe.
+    eval_max_seq_length: int = 0
+    eval_max_predictions_per_seq: int = 0
+    eval_masked_lm_prob: float = 0.0
 
+
+EVAL_SETTING_FIELDS = ("eval_max_seq_length", "eval_max_predictions_per_seq",
+                       "eval_masked_lm_prob")
 
 MASKING_FRACTION_KEYS = ("data.mask_token_fraction", "data.keep_token_fraction",
                          "data.random_token_fraction")
@@ -124,6 +133,8 @@ class PretrainingTask(Task):
 
     config_class = PretrainingExperiment
     name = "pretraining"
+    # The evaluation settings change no training batch: a resumed run may change them.
+    EVALUATION_DATA_FIELDS = Task.EVALUATION_DATA_FIELDS | frozenset(EVAL_SETTING_FIELDS)
 
     def __init__(self, experiment):
         super().__init__(experiment)
@@ -144,6 +155,7 @@ class PretrainingTask(Task):
         if not data.eval_files and data.eval_holdout_every == 1:
             raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
         masking_fractions(data).check(MASKING_FRACTION_KEYS)
+        self._validate_eval_settings()
         if self.model_config.use_nsp and not data.sentence_pairs:
             raise ValueError("model.use_nsp=true needs sentence pairs, but "
                              "data.sentence_pairs=false builds single segments: set "
@@ -152,6 +164,31 @@ class PretrainingTask(Task):
             raise ValueError(f"data.max_sequences_per_row must be in [1, data.packing_window="
                              f"{data.packing_window}], got {data.max_sequences_per_row}")
         self._tokenizer_contract = contract
+
+    def _validate_eval_settings(self):
+        data, encoder = self.data, self.model_config.encoder
+        for name in EVAL_SETTING_FIELDS:
+            if getattr(data, name) < 0:
+                raise ValueError(f"data.{name} must be >= 0 (0: the training value), got "
+                                 f"{getattr(data, name)}")
+        length, predictions, _ = self.eval_settings()
+        if length > encoder.max_position_embeddings:
+            raise ValueError(f"data.eval_max_seq_length ({length}) exceeds "
+                             f"model.encoder.max_position_embeddings "
+                             f"({encoder.max_position_embeddings})")
+        if predictions > length:
+            raise ValueError(f"data.eval_max_predictions_per_seq ({predictions}) exceeds the "
+                             f"evaluation's sequence length ({length})")
+        if data.eval_masked_lm_prob > 1:
+            raise ValueError(f"data.eval_masked_lm_prob must be in [0, 1], got "
+                             f"{data.eval_masked_lm_prob}")
+
+    def eval_settings(self) -> tuple[int, int, float]:
+        """(max_seq_length, max_predictions_per_seq, masked_lm_prob) of the held-out batches."""
+        data = self.data
+        return (data.eval_max_seq_length or data.max_seq_length,
+                data.eval_max_predictions_per_seq or data.max_predictions_per_seq,
+                data.eval_masked_lm_prob or data.masked_lm_prob)
 
     @property
     def vocab_file(self):
@@ -202,10 +239,12 @@ class PretrainingTask(Task):
         tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
         holdout = 0 if data.eval_files else data.eval_holdout_every
         files = data.eval_files if (evaluation and data.eval_files) else data.train_files
+        length, predictions, masked_lm_prob = (
+            self.eval_settings() if evaluation
+            else (data.max_seq_length, data.max_predictions_per_seq, data.masked_lm_prob))
         options = pretraining_data.PretrainingOptions(
-            max_seq_length=data.max_seq_length,
-            max_predictions_per_seq=data.max_predictions_per_seq,
-            masked_lm_prob=data.masked_lm_prob, short_seq_prob=data.short_seq_prob,
+            max_seq_length=length, max_predictions_per_seq=predictions,
+            masked_lm_prob=masked_lm_prob, short_seq_prob=data.short_seq_prob,
             nsp=data.sentence_pairs, whole_word_masking=data.whole_word_masking,
             masking_fractions=masking_fractions(data), seed=seed,
             documents_per_window=data.documents_per_window,

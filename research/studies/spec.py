@@ -264,12 +264,17 @@ class StudySpec:
                         f"{len(table.paper_columns)} paper_columns {table.paper_columns}")
 
 
-def _merge(base, patch):
-    """`base` with `patch` merged in: mappings key by key, other values replaced."""
+def merge_profile(base: dict, patch: dict) -> dict:
+    """`base` with `patch` merged in: mappings key by key, other values replaced.
+
+    Args:
+      base: a study file's top level.
+      patch: one of its profiles.
+    """
     merged = copy.deepcopy(base)
     for key, value in patch.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_profile(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
@@ -317,7 +322,7 @@ def load_study(name, profile="full"):
         if profile not in profiles:
             raise config_lib.ConfigError(f"{path}: no profile {profile!r}; profiles: "
                                          f"{['full', *sorted(profiles)]}")
-        values = _merge(values, profiles[profile])
+        values = merge_profile(values, profiles[profile])
     spec = config_lib.from_dict(StudySpec, values, source=path)
     spec.validate(path)
     return spec

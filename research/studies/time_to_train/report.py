@@ -1,0 +1,221 @@
+"""The benchmark's results.json, report.md and plots, read back from the run folders.
+
+Per recipe: its phases' held-out curves joined end to end (a later phase's
+steps count after the earlier phases' whole budgets), the first evaluation at
+or above the target (MLPerf's rule: the run is done at the evaluation that
+reaches it) and the one before it, which bracket the crossing; steps, token
+positions and training FLOPs up to that evaluation (`flops`); and, once a
+timing run exists (`timing`), wall time = each phase's steps x its measured
+time per step. Speed-ups are relative to the reference recipe.
+"""
+
+import json
+import os
+
+from research.studies.time_to_train import flops, timing
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.md"
+PLOTS_DIR = "plots"
+# The crossing is placed within this fraction of the steps to target.
+BRACKET_GOAL = 0.02
+
+
+def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
+    """The record of one recipe as far as it has trained.
+
+    Args:
+      benchmark: a `runner.Benchmark`.
+      recipe: one of its `RecipeSpec`s.
+      timings: `timing.json`'s "phases" ({"recipe/phase": {"seconds_per_step": ...}}) or None.
+    """
+    target = benchmark.target
+    points, phases, offset = [], [], 0
+    tokens_done, flops_done, seconds_done = 0, 0.0, 0.0
+    status = "pending"
+    for phase in recipe.phases:
+        experiment = benchmark.experiment(recipe, phase)
+        shape = flops.step_shape(experiment)
+        per_step_flops = flops.training_flops_per_step(shape)
+        seconds = (timings or {}).get(f"{recipe.name}/{phase.name}", {}).get("seconds_per_step")
+        if seconds is None:
+            seconds_done = None  # without every phase's timing there is no wall time
+        budget = experiment.trainer.train_steps
+        curve = benchmark.eval_curve(benchmark.phase_dir(recipe, phase))
+        state = benchmark.phase_state(recipe, phase)
+        for step, value in curve:
+            points.append({"step": offset + step, "phase": phase.name, "value": value,
+                           "tokens": tokens_done + step * shape.token_positions,
+                           "flops": flops_done + step * per_step_flops,
+                           "seconds": (None if seconds_done is None
+                                       else seconds_done + step * seconds)})
+        phases.append({"name": phase.name, "config": phase.config, "state": state,
+                       "steps_budget": budget, "steps_trained": curve[-1][0] if curve else 0,
+                       "seq_length": shape.seq_length, "batch_rows": shape.batch_rows,
+                       "prediction_slots": shape.prediction_slots, "nsp_slots": shape.nsp_slots,
+                       "token_positions_per_step": shape.token_positions,
+                       "flops_per_step": per_step_flops, "seconds_per_step": seconds,
+                       "optimizer": experiment.optimizer.name,
+                       "learning_rate": experiment.optimizer.learning_rate})
+        if state == "reached":
+            status = "reached"
+            break
+        if state == "open":
+            status = "running" if curve or offset else "pending"
+            break
+        offset += budget
+        tokens_done += budget * shape.token_positions
+        flops_done += budget * per_step_flops
+        if seconds_done is not None:
+            seconds_done += budget * seconds
+    else:
+        status = "budget"
+    result = {"name": recipe.name, "label": recipe.label, "status": status,
+              "eval_every": recipe.eval_every, "phases": phases, "curve": points,
+              "best": max(points, key=lambda p: p["value"]) if points else None}
+    crossing = next((i for i, p in enumerate(points) if p["value"] >= target), None)
+    if crossing is not None:
+        at = points[crossing]
+        before = points[crossing - 1]["step"] if crossing else 0
+        result.update({
+            "steps_to_target": at["step"], "tokens_to_target": at["tokens"],
+            "flops_to_target": at["flops"], "seconds_to_target": at["seconds"],
+            "bracket": [before, at["step"]],
+            "bracket_fraction": (at["step"] - before) / at["step"],
+        })
+    return result
+
+
+def build(benchmark) -> dict:
+    """The results dict (what results.json holds) of a `runner.Benchmark`."""
+    timings = timing.read(benchmark.out_dir)
+    recipes = [recipe_results(benchmark, recipe, timings and timings["phases"])
+               for recipe in benchmark.spec.recipes]
+    reference = next(r for r in recipes if r["name"] == benchmark.spec.reference_recipe)
+    for result in recipes:
+        for key in ("flops", "seconds", "steps"):
+            mine, theirs = result.get(f"{key}_to_target"), reference.get(f"{key}_to_target")
+            result[f"{key}_vs_reference"] = (mine / theirs if mine is not None and theirs
+                                             else None)
+    return {"benchmark": benchmark.spec.name, "profile": benchmark.profile,
+            "target": {"metric": benchmark.spec.target.metric, "value": benchmark.target,
+                       "source": benchmark.target_source},
+            "reference_recipe": benchmark.spec.reference_recipe,
+            "eval_overrides": benchmark.spec.eval_overrides,
+            "flops_formula": flops.FORMULA,
+            "timing": timings, "recipes": recipes}
+
+
+def write(benchmark) -> dict:
+    """Writes results.json, report.md and the plots of a `runner.Benchmark`; returns the results."""
+    results = build(benchmark)
+    os.makedirs(benchmark.out_dir, exist_ok=True)
+    path = os.path.join(benchmark.out_dir, RESULTS_FILE)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    os.replace(path + ".tmp", path)
+    with open(os.path.join(benchmark.out_dir, REPORT_FILE), "w", encoding="utf-8") as f:
+        f.write(markdown(results))
+    plot(results, os.path.join(benchmark.out_dir, PLOTS_DIR))
+    return results
+
+
+def _number(value, scale=1.0, digits=2, suffix=""):
+    return "–" if value is None else f"{value / scale:.{digits}f}{suffix}"
+
+
+def markdown(results: dict) -> str:
+    """The text of report.md, from `build`'s results."""
+    target = results["target"]
+    timings = results["timing"]
+    lines = [f"# Time to train: {target['metric']} >= {100 * target['value']:.2f} % held out",
+             "",
+             f"Profile `{results['profile']}`. Target: {target['source']}; measured on the same "
+             f"held-out batches for every recipe ({', '.join(results['eval_overrides'])}). "
+             "A recipe is done at its first evaluation at or above the target (the bracket is "
+             "the evaluation before it and that one); steps, token positions and FLOPs count "
+             f"up to it. Training FLOPs: {results['flops_formula']}; see "
+             "`research/studies/time_to_train/flops.py`.", ""]
+    if timings:
+        machine = timings["machine"]
+        lines += [f"Wall time = steps x time per step, every recipe timed in one run "
+                  f"({timings['started_utc']}, {machine['cpu']}, {machine['cpu_count']} cores, "
+                  f"load average {machine['load_average_before']} before), evaluation "
+                  "excluded.", ""]
+    else:
+        lines += ["No timing run yet (`--timing_only`): wall times are blank.", ""]
+    lines += ["| recipe | status | steps to target (bracket) | token positions | training "
+              "FLOPs | FLOPs vs ref | s/step | wall time | wall vs ref | best held-out |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["recipes"]:
+        if "steps_to_target" in r:
+            low, high = r["bracket"]
+            steps = f"{high} ({low}–{high}, {100 * r['bracket_fraction']:.1f} %)"
+        else:
+            steps = "–"
+        per_step = " + ".join(_number(p["seconds_per_step"], digits=3) for p in r["phases"])
+        best = r["best"]
+        best_text = (f"{100 * best['value']:.2f} % at {best['step']}" if best else "–")
+        lines.append(
+            f"| {r['label'] or r['name']} | {r['status']} | {steps} | "
+            f"{_number(r.get('tokens_to_target'), 1e6, 1, ' M')} | "
+            f"{_number(r.get('flops_to_target'), 1e15, 3, ' P')} | "
+            f"{_number(r.get('flops_vs_reference'), digits=2, suffix='x')} | {per_step} | "
+            f"{_number(r.get('seconds_to_target'), 3600, 2, ' h')} | "
+            f"{_number(r.get('seconds_vs_reference'), digits=2, suffix='x')} | {best_text} |")
+    wide = [r["name"] for r in results["recipes"]
+            if r.get("bracket_fraction", 0) > BRACKET_GOAL]
+    lines += ["", "Statuses: reached (target met), budget (last step without meeting it), "
+              "running (partly trained), pending."]
+    if wide:
+        lines += ["", f"Bracket wider than {100 * BRACKET_GOAL:.0f} % of the steps to target "
+                  f"(evaluate more often to place the crossing): {', '.join(wide)}."]
+    lines += ["", "## Phases", "",
+              "| recipe | phase | state | steps (budget) | length | rows/step | prediction "
+              "slots/row | NSP slots/row | optimizer, peak lr | GFLOP/step |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["recipes"]:
+        for p in r["phases"]:
+            lines.append(f"| {r['name']} | {p['name']} | {p['state']} | {p['steps_trained']} "
+                         f"({p['steps_budget']}) | {p['seq_length']} | {p['batch_rows']} | "
+                         f"{p['prediction_slots']} | {p['nsp_slots']} | {p['optimizer']}, "
+                         f"{p['learning_rate']:g} | {p['flops_per_step'] / 1e9:.4g} |")
+    lines += ["", "Plots: `plots/accuracy_vs_flops.png`, `plots/accuracy_vs_wall_time.png` "
+              "(after a timing run).", ""]
+    return "\n".join(lines)
+
+
+def plot(results: dict, plots_dir: str) -> None:
+    """Held-out accuracy against training FLOPs and (with a timing run) wall time, as PNGs.
+
+    Args:
+      results: `build`'s results.
+      plots_dir: where the PNG files go.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(plots_dir, exist_ok=True)
+    target = results["target"]
+    axes_of = [("flops", 1e15, "training PFLOPs", "accuracy_vs_flops.png")]
+    if results["timing"]:
+        axes_of.append(("seconds", 3600, "wall time (h, measured time per step)",
+                        "accuracy_vs_wall_time.png"))
+    for key, scale, label, name in axes_of:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for r in results["recipes"]:
+            points = [p for p in r["curve"] if p[key] is not None]
+            if points:
+                ax.plot([p[key] / scale for p in points], [100 * p["value"] for p in points],
+                        "-", label=r["label"] or r["name"], linewidth=1.2)
+        ax.axhline(100 * target["value"], color="black", linestyle="--", linewidth=0.8,
+                   label=f"target {100 * target['value']:.2f} %")
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"held-out {target['metric']} (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(plots_dir, name), dpi=110)
+        plt.close(fig)

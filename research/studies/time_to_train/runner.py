@@ -1,0 +1,302 @@
+"""Runs the time-to-train benchmark: every recipe's phases until the target or the budget.
+
+Layout of the output directory:
+
+    corpus/                          the study corpus (train/ and heldout/ shards)
+    runs/<recipe>/<phase>/           one trainer model_dir per phase
+    timing/, timing.json             the timing run (`research.studies.time_to_train.timing`)
+    results.json, report.md, plots/  rewritten after every phase
+
+A phase trains with `python -m bert_tf.train`, evaluating on the held-out
+batches every `eval_every` steps. While it runs, its newest evaluation
+(`eval_results.json`) is watched; once it reaches the target, the trainer is
+sent SIGTERM and stops at once after a checkpoint (a few steps past the
+crossing at most, which count for nothing). Whether a recipe reached the
+target is read from its curves, never from a flag, so a rerun decides the
+same: a phase whose curve crossed is done, one that reached its last step
+without crossing hands its weights to the next phase, and any other resumes
+from its newest checkpoint. A lock per phase (`flock`) keeps two processes
+from training the same phase.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from bert_tf import config as config_lib
+from bert_tf import sweep, tasks
+from bert_tf.tasks.pretraining import PretrainingTask
+from research import shared_data
+from research.studies import corpus as corpus_lib
+from research.studies import scalars, units
+from research.studies import spec as study_spec
+from research.studies.time_to_train import flops
+from research.studies.time_to_train import spec as spec_lib
+
+CORPUS_LOCK = "corpus.lock"
+POLL_SECONDS = 2.0
+# Data settings that decide the held-out batches besides the eval_* ones: every phase
+# must share them with the reference recipe, or its accuracy is measured on other text.
+HELD_OUT_DATA_FIELDS = ("eval_files", "vocab_file", "lower_case", "short_seq_prob",
+                        "sentence_pairs", "whole_word_masking", "documents_per_window",
+                        "shuffle_buffer_size", "packing", "max_sequences_per_row",
+                        "packing_window", "seed", "mask_token_fraction", "keep_token_fraction",
+                        "random_token_fraction")
+HELD_OUT_TRAINER_FIELDS = ("eval_steps", "eval_batch_size")
+
+
+def _json_override(key, value):
+    return f"{key}={json.dumps(value)}"
+
+
+def _vocab_size(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.rstrip("\n"))
+
+
+def first_crossing(curve, target):
+    """(index of the first point at or above `target`, or None) of `[(step, value), ...]`."""
+    for i, (_, value) in enumerate(curve):
+        if value >= target:
+            return i
+    return None
+
+
+class Benchmark:
+    """A `TimeToTrainSpec` bound to an output directory.
+
+    Args:
+      spec: the benchmark definition.
+      out_dir: where everything is written (resumed when it exists).
+      profile: the profile name, recorded in results.json.
+      log: a function taking one line of progress.
+      target: the target value; None: the spec's.
+      recipes: names of the recipes this process trains; None: all, in the spec's order.
+    """
+
+    def __init__(self, spec: spec_lib.TimeToTrainSpec, out_dir: str, profile: str = "full",
+                 log: Callable[[str], None] = print, target: float | None = None,
+                 recipes: Sequence[str] | None = None):
+        self.spec = spec
+        self.out_dir = os.path.abspath(out_dir)
+        self.profile = profile
+        self.log = log
+        if target is not None:
+            self.target, self.target_source = float(target), "given on the command line"
+        elif spec.target.value is not None:
+            self.target, self.target_source = spec.target.value, "set in the config"
+        else:
+            self.target = spec_lib.target_value(spec)
+            self.target_source = (f"the final held-out {spec.target.metric} of "
+                                  f"{spec.target.from_record}")
+        names = [recipe.name for recipe in spec.recipes]
+        unknown = sorted(set(recipes or ()) - set(names))
+        if unknown:
+            raise ValueError(f"unknown recipe(s) {', '.join(map(repr, unknown))}; recipes of "
+                             f"{spec.name!r}: {', '.join(names)}")
+        self.recipes = [spec.recipe(name) for name in recipes] if recipes else spec.recipes
+        self.vocab_file = os.path.join(shared_data.data_dir(), spec.vocab_file)
+        self._corpus = None
+
+    # -- paths and configs ---------------------------------------------------------
+
+    def phase_dir(self, recipe, phase):
+        return os.path.join(self.out_dir, "runs", recipe.name, phase.name)
+
+    @property
+    def corpus(self):
+        """The study corpus, built on first use (held under a lock while building)."""
+        if self._corpus is None:
+            c = self.spec.corpus
+            os.makedirs(self.out_dir, exist_ok=True)
+            with units.lock_file(os.path.join(self.out_dir, CORPUS_LOCK), wait=True):
+                self._corpus = corpus_lib.build_corpus(os.path.join(self.out_dir, "corpus"),
+                                                       c.holdout_every, c.num_shards, c.seed)
+        return self._corpus
+
+    def phase_overrides(self, recipe, phase, extra=()):
+        """The `--set` overrides of a phase: corpus, the benchmark's, the phase's own, the
+        evaluation cadence, the held-out measurement, then `extra`."""
+        if not os.path.isfile(self.vocab_file):
+            raise FileNotFoundError(f"vocab_file {self.vocab_file} does not exist (key "
+                                    f"vocab_file, relative to {shared_data.data_dir()})")
+        corpus = self.corpus
+        every = recipe.eval_every
+        return [_json_override("data.train_files", corpus.train_files),
+                _json_override("data.eval_files", corpus.heldout_files),
+                _json_override("data.vocab_file", self.vocab_file),
+                f"data.lower_case={str(self.spec.lower_case).lower()}",
+                f"model.encoder.vocab_size={_vocab_size(self.vocab_file)}",
+                *self.spec.overrides, *phase.overrides,
+                f"trainer.eval_every={every}", f"trainer.checkpoint_every={every}",
+                f"trainer.steps_per_loop={every}",
+                *self.spec.eval_overrides, *extra]
+
+    def experiment(self, recipe, phase):
+        """The resolved experiment of a phase (nothing is read but the config and vocab)."""
+        config = study_spec.resolve_repo_path(phase.config)
+        _, experiment = tasks.load_experiment(config, self.phase_overrides(recipe, phase))
+        if experiment.task != "pretraining":
+            raise config_lib.ConfigError(f"{config}: recipe {recipe.name!r} phase "
+                                         f"{phase.name!r} is a {experiment.task!r} config, "
+                                         "not pretraining")
+        return experiment
+
+    def step_shape(self, recipe, phase):
+        return flops.step_shape(self.experiment(recipe, phase))
+
+    def check_same_measurement(self):
+        """Raises ConfigError when a phase's held-out batches differ from the reference's."""
+        reference = self.spec.recipe(self.spec.reference_recipe)
+        expected = self._measurement(reference, reference.phases[-1])
+        for recipe in self.spec.recipes:
+            for phase in recipe.phases:
+                found = self._measurement(recipe, phase)
+                differing = {key: (expected[key], found[key]) for key in expected
+                             if expected[key] != found[key]}
+                if differing:
+                    listed = "; ".join(f"{key}: {new!r} here, {old!r} in the reference "
+                                       f"recipe {reference.name!r}"
+                                       for key, (old, new) in differing.items())
+                    raise config_lib.ConfigError(
+                        f"recipe {recipe.name!r} phase {phase.name!r} would be evaluated on "
+                        f"other held-out batches ({listed}); keep them or set them in "
+                        "eval_overrides")
+
+    def _measurement(self, recipe, phase):
+        experiment = self.experiment(recipe, phase)
+        data, trainer = experiment.data, experiment.trainer
+        length, predictions, rate = PretrainingTask(experiment).eval_settings()
+        found = {f"data.{name}": getattr(data, name) for name in HELD_OUT_DATA_FIELDS}
+        found.update({f"trainer.{name}": getattr(trainer, name)
+                      for name in HELD_OUT_TRAINER_FIELDS})
+        # An eval batch size of 0 means the training batch: compare what is used.
+        found["trainer.eval_batch_size"] = trainer.eval_batch_size or trainer.global_batch_size
+        found.update({"eval max_seq_length": length, "eval max_predictions_per_seq": predictions,
+                      "eval masked_lm_prob": rate})
+        return found
+
+    # -- state ---------------------------------------------------------------------
+
+    def eval_curve(self, model_dir):
+        """[(step, value)] of the target metric's held-out evaluations in `model_dir`."""
+        if not os.path.isdir(model_dir):
+            return []
+        return scalars.read(model_dir)["eval"].get(self.spec.target.metric, [])
+
+    def phase_state(self, recipe, phase):
+        """"reached", "budget" (last step, not reached) or "open" (to train or resume)."""
+        model_dir = self.phase_dir(recipe, phase)
+        if first_crossing(self.eval_curve(model_dir), self.target) is not None:
+            return "reached"
+        if sweep.finished_results(model_dir) is not None:
+            return "budget"
+        return "open"
+
+    # -- running -------------------------------------------------------------------
+
+    def run(self) -> dict:
+        """Trains the selected recipes in order, each until the target or its budget.
+
+        Checks first that every phase is measured on the reference's held-out
+        batches; rewrites the report after every recipe. Returns the results.
+        """
+        from research.studies.time_to_train import report
+
+        self.check_same_measurement()
+        for recipe in self.recipes:
+            self.run_recipe(recipe)
+            report.write(self)
+        return report.write(self)
+
+    def run_recipe(self, recipe):
+        """Runs the recipe's phases in order until one reaches the target."""
+        previous = None
+        for phase in recipe.phases:
+            state = self.phase_state(recipe, phase)
+            if state == "open":
+                init = self.phase_dir(recipe, previous) if previous else None
+                self._train(recipe, phase, init)
+                state = self.phase_state(recipe, phase)
+            if state == "reached":
+                self.log(f"{recipe.name}: reached {self.spec.target.metric} >= "
+                         f"{self.target:.4f} in phase {phase.name}")
+                return
+            if state == "open":  # held by another process of the benchmark
+                return
+            previous = phase
+        self.log(f"{recipe.name}: step budget spent without reaching the target")
+
+    def _command(self, recipe, phase, init_checkpoint, extra=()):
+        command = [sys.executable, "-m", "bert_tf.train", "--config",
+                   study_spec.resolve_repo_path(phase.config),
+                   "--model_dir", self.phase_dir(recipe, phase)]
+        if init_checkpoint:
+            command += ["--init_checkpoint", init_checkpoint]
+        for override in self.phase_overrides(recipe, phase, extra):
+            command += ["--set", override]
+        return command
+
+    def _train(self, recipe, phase, init_checkpoint):
+        model_dir = self.phase_dir(recipe, phase)
+        os.makedirs(model_dir, exist_ok=True)
+        name = f"{recipe.name}/{phase.name}"
+        with units.lock_file(os.path.join(model_dir, units.LOCK_FILE), wait=False) as lock:
+            if lock is None:
+                self.log(f"== {name}: running in another process")
+                return
+            if self.phase_state(recipe, phase) != "open":
+                return
+            log_path = os.path.join(model_dir, units.LOG_FILE)
+            self.log(f"== {name}: running (log: {log_path})")
+            command = self._command(recipe, phase, init_checkpoint)
+            started = time.monotonic()
+            with open(log_path, "a", encoding="utf-8") as log_file:
+                log_file.write("$ " + " ".join(command) + "\n")
+                log_file.flush()
+                env = dict(os.environ, PYTHONUNBUFFERED="1")
+                env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+                process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
+                                           env=env, pass_fds=(lock.fileno(),))
+                stopped = self._watch(process, model_dir)
+            seconds = time.monotonic() - started
+            with open(os.path.join(model_dir, units.TIMES_FILE), "a", encoding="utf-8") as f:
+                f.write(json.dumps({"seconds": round(seconds, 1),
+                                    "exit_code": process.returncode,
+                                    "stopped_at_target": stopped}) + "\n")
+        if process.returncode != 0:
+            raise units.UnitFailedError(f"{name} failed with exit code {process.returncode}; "
+                                        f"see {log_path}; run the same command to resume it")
+        if self.phase_state(recipe, phase) == "open":
+            raise units.UnitFailedError(f"{name} stopped before its last step without "
+                                        f"reaching the target (signal?); run the same command "
+                                        f"to resume it ({log_path})")
+        self.log(f"== {name}: done in {seconds / 60:.1f} min")
+
+    def _watch(self, process, model_dir):
+        """Waits for the trainer; SIGTERMs it once its newest evaluation reaches the target.
+
+        Returns whether it was stopped that way.
+        """
+        results_path = os.path.join(model_dir, "eval_results.json")
+        stopped = False
+        while process.poll() is None:
+            time.sleep(POLL_SECONDS)
+            if stopped or not os.path.isfile(results_path):
+                continue
+            try:
+                with open(results_path, encoding="utf-8") as f:
+                    newest = json.load(f)
+            except (OSError, ValueError):
+                continue  # replaced while read: the next poll sees it whole
+            value = newest.get("metrics", {}).get(self.spec.target.metric)
+            if value is not None and value >= self.target:
+                self.log(f"   step {newest['step']}: {self.spec.target.metric} {value:.4f} >= "
+                         f"{self.target:.4f}: stopping the trainer")
+                process.send_signal(signal.SIGTERM)
+                stopped = True
+        return stopped

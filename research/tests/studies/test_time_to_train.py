@@ -1,0 +1,177 @@
+"""The time-to-train benchmark: its spec, its FLOPs count and its CI profile end to end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf import config as config_lib
+from research.studies import spec as study_spec
+from research.studies.corpus import CorpusFiles
+from research.studies.time_to_train import flops, runner
+from research.studies.time_to_train import spec as spec_lib
+
+
+def test_the_benchmark_and_its_ci_profile_load():
+    full = spec_lib.load("time_to_train")
+    assert full.recipes[0].name == full.reference_recipe == "baseline"
+    assert [p.name for p in full.recipe("seq64_then_128").phases] == ["seq64", "seq128"]
+    # The default target is the pretraining study's committed final accuracy.
+    assert spec_lib.target_value(full) == pytest.approx(0.16466903320108583)
+    ci = spec_lib.load("time_to_train", "ci")
+    assert ci.target.value == 1.0 and len(ci.recipes) == 3
+    assert spec_lib.is_time_to_train("time_to_train")
+    assert not spec_lib.is_time_to_train("pretrain_vs_random")
+
+
+@pytest.mark.parametrize("patch, message", [
+    ({"reference_recipe": "nope"}, "reference_recipe 'nope' is not a recipe"),
+    ({"reference_recipe": "a", "recipes": [{"name": "a", "phases": []}]},
+     "recipe 'a': phases need distinct names"),
+    ({"target": {"metric": "mlm_accuracy"}}, "target needs a value or from_record"),
+    ({"timing": {"steps": 10, "steps_per_loop": 10}}, "timing.steps (10) must exceed"),
+])
+def test_inconsistent_specs_are_errors(tmp_path, patch, message):
+    values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
+    values.update(patch)
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps(values))
+    with pytest.raises(config_lib.ConfigError) as raised:
+        spec_lib.load(str(path))
+    assert message in str(raised.value)
+
+
+def test_flops_of_the_baseline_step():
+    # BERT-mini, batch 128 at length 128, packed 3 per row: P' = min(3 x 20, 19 + 3) = 22.
+    shape = flops.StepShape(num_layers=4, hidden_size=256, intermediate_size=1024,
+                            vocab_size=30522, seq_length=128, batch_rows=128,
+                            prediction_slots=22, nsp_slots=3)
+    per_row = (128 * 4 * (4 * 256**2 + 2 * 256 * 1024) + 128 * 4 * 2 * 128 * 256
+               + 22 * (256**2 + 256 * 30522) + 3 * (256**2 + 2 * 256))
+    assert flops.forward_multiply_adds_per_row(shape) == per_row
+    assert flops.training_flops_per_step(shape) == 6 * per_row * 128
+    assert shape.token_positions == 16384
+
+
+@pytest.mark.long  # a few seconds: every recipe's config resolved twice
+def test_every_recipe_resolves_and_is_measured_alike(tmp_path, shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    benchmark = runner.Benchmark(spec_lib.load("time_to_train"), str(tmp_path))
+    # No corpus is read to resolve the configs: stand-in paths.
+    benchmark._corpus = CorpusFiles([str(tmp_path / "train.txt")],
+                                    [str(tmp_path / "heldout.txt")], {})
+    benchmark.check_same_measurement()
+    shapes = {(r.name, p.name): benchmark.step_shape(r, p)
+              for r in benchmark.spec.recipes for p in r.phases}
+    base = shapes["baseline", "main"]
+    assert (base.seq_length, base.batch_rows, base.prediction_slots, base.nsp_slots) == \
+        (128, 128, 22, 3)
+    assert shapes["mask_40", "main"].prediction_slots == 54  # 51 + 3: 40 % is not capped
+    assert shapes["mlm_only", "main"].nsp_slots == 0
+    assert shapes["seq64_then_128", "seq64"].seq_length == 64
+    assert shapes["lamb_batch512", "main"].batch_rows == 512
+    lamb = benchmark.experiment(benchmark.spec.recipe("lamb_batch512"),
+                                benchmark.spec.recipe("lamb_batch512").phases[0])
+    assert lamb.optimizer.name == "lamb" and lamb.trainer.gradient_accumulation_steps == 4
+    # A recipe evaluated on other held-out batches is refused.
+    recipe = benchmark.spec.recipe("no_dropout")
+    recipe.phases[0].overrides.append("data.short_seq_prob=0.5")
+    with pytest.raises(config_lib.ConfigError) as raised:
+        benchmark.check_same_measurement()
+    assert "recipe 'no_dropout' phase 'main' would be evaluated on other held-out" in \
+        str(raised.value)
+
+
+def test_first_crossing():
+    assert runner.first_crossing([(20, 0.1), (40, 0.2), (60, 0.3)], 0.2) == 1
+    assert runner.first_crossing([(20, 0.1)], 0.2) is None
+
+
+def _run(out, *extra):
+    command = [sys.executable, "-m", "research.study", "time_to_train", "--out", str(out),
+               "--profile", "ci", *extra]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    result = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
+                            text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.long
+def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    out = tmp_path / "ttt"
+    first = _run(out)
+    # Nothing reaches the CI target: every phase runs to its budget, the second phase of
+    # the two-phase recipe from the first one's weights.
+    assert first.count(": running") == 4
+    log = (out / "runs" / "seq64_then_128" / "seq128" / "train.log").read_text()
+    assert "--init_checkpoint " + str(out / "runs" / "seq64_then_128" / "seq64") in log
+    assert "initialised" in log
+    results = json.loads((out / "results.json").read_text())
+    by_name = {r["name"]: r for r in results["recipes"]}
+    assert [r["status"] for r in results["recipes"]] == ["budget"] * 3
+    two_phase = by_name["seq64_then_128"]
+    assert [p["seq_length"] for p in two_phase["phases"]] == [16, 32]
+    # The second phase's evaluations continue the first one's steps.
+    assert [p["step"] for p in two_phase["curve"]] == [4, 8, 12, 16]
+    # Every phase is evaluated on the same held-out batches (length 32), whatever it trains at.
+    assert by_name["lamb_batch512"]["phases"][0]["optimizer"] == "lamb"
+    # A rerun trains nothing.
+    assert ": running" not in _run(out)
+    # With a target every recipe meets at its first evaluation: steps, tokens and FLOPs
+    # to target are those of 4 steps, read from the same curves.
+    _run(out, "--target", "0.0", "--report_only")
+    results = json.loads((out / "results.json").read_text())
+    for recipe in results["recipes"]:
+        phase = recipe["phases"][0]
+        assert recipe["status"] == "reached" and recipe["steps_to_target"] == 4
+        assert recipe["bracket"] == [0, 4]
+        assert recipe["flops_to_target"] == 4 * phase["flops_per_step"]
+        assert recipe["tokens_to_target"] == 4 * phase["token_positions_per_step"]
+        assert recipe["seconds_to_target"] is None  # no timing run yet
+    # The timing run: every phase of every recipe, then wall times and their plot.
+    timed = _run(out, "--timing_only", "--target", "0.0")
+    assert timed.count("s/step") == 4 and ": running" not in timed
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["timing"]["phases"]) == {"baseline/main", "seq64_then_128/seq64",
+                                                "seq64_then_128/seq128", "lamb_batch512/main"}
+    baseline = next(r for r in results["recipes"] if r["name"] == "baseline")
+    seconds = results["timing"]["phases"]["baseline/main"]["seconds_per_step"]
+    assert baseline["seconds_to_target"] == pytest.approx(4 * seconds)
+    assert baseline["seconds_vs_reference"] == 1.0
+    report = (out / "report.md").read_text()
+    assert "| paper recipe (baseline) | reached | 4 (0–4, 100.0 %) |" in report
+    for plot in ("accuracy_vs_flops.png", "accuracy_vs_wall_time.png"):
+        assert (out / "plots" / plot).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.long
+def test_a_run_that_reaches_the_target_is_stopped_and_not_trained_again(tmp_path, shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    # The CI profile with a budget far beyond the first evaluation.
+    values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
+    values["profiles"]["ci"]["overrides"].append("trainer.train_steps=3000")
+    study = tmp_path / "time_to_train_long.yaml"
+    study.write_text(json.dumps(values))
+    out = tmp_path / "ttt"
+    command = [sys.executable, "-m", "research.study", str(study), "--out", str(out),
+               "--profile", "ci", "--recipes", "baseline", "--target", "0.0"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    first = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
+                           text=True, timeout=1800)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "stopping the trainer" in first.stdout
+    results = json.loads((out / "results.json").read_text())
+    baseline = results["recipes"][0]
+    assert baseline["status"] == "reached" and baseline["steps_to_target"] == 4
+    # Stopped long before its budget, after a checkpoint.
+    (phase,) = baseline["phases"]
+    assert phase["state"] == "reached" and phase["steps_trained"] < 3000
+    times = (out / "runs" / "baseline" / "main" / "unit_times.jsonl").read_text()
+    assert json.loads(times.splitlines()[-1])["stopped_at_target"] is True
+    again = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
+                           text=True, timeout=1800)
+    assert again.returncode == 0 and ": running" not in again.stdout
