@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m research.bench {tokenizer,pipeline,train,serve,packing,parity} [options]`.
+"""Benchmarks: `python -m research.bench NAME [options]` (NAME: see `BENCHMARKS`).
 
 Each benchmark measures a peer in the same run where one exists and reports
 ratios, because these machines are shared and absolute numbers are noisy.
@@ -17,6 +17,8 @@ BENCHMARKS = {
               "pretraining train step vs Model Garden BertPretrainerV2, sequences/s"),
     "serve": ("research.benchmarks.serve",
               "raw-text classifier SavedModel vs Model Garden, texts/s and latency"),
+    "serving_runtimes": ("research.benchmarks.serving_runtimes",
+                         "MiniLM export vs ONNX Runtime fp32 and int8, sentences/s and quality"),
     "packing": ("research.benchmarks.packing",
                 "packed rows vs padded ones on real data: pretraining, fine-tuning, serving"),
     "parity": ("research.benchmarks.parity",
@@ -27,7 +29,7 @@ BENCHMARKS = {
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
-        lines = [f"  {name:10s} {what}" for name, (_, what) in BENCHMARKS.items()]
+        lines = [f"  {name:16s} {what}" for name, (_, what) in BENCHMARKS.items()]
         print("usage: python -m research.bench NAME [options]\n\nbenchmarks:\n" + "\n".join(lines),
               file=sys.stderr)
         return 2
