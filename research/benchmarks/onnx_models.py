@@ -81,16 +81,21 @@ def quantize_int8(fp32_path: str, path: str, per_channel: bool = False) -> str:
     return path
 
 
-def ort_session(path: str, threads: int):
+def ort_session(path: str, threads: int, spinning: bool = True):
     """An ONNX Runtime CPU session with every graph optimisation and `threads` intra-op threads.
 
     Args:
       path: the ONNX model.
       threads: intra-op threads (one inter-op thread: the graph runs sequentially).
+      spinning: let idle intra-op threads spin for work (ONNX Runtime's default,
+        its fastest on idle cores; on cores shared with other busy processes the
+        spinning threads take the cores from the work, and ORT slows down several times).
     """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1

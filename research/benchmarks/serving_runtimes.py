@@ -18,7 +18,8 @@ its settings changed):
   GLUE SST-2 dev sentences: the export's `serving_default` (raw text in, the
   tokenizer inside), its `serve_token_ids`, and ONNX Runtime fp32 (every graph
   optimisation) and int8 (dynamic quantization), at `--ort_threads` intra-op
-  threads. Each batch is padded to its longest sentence rounded up to 8, as
+  threads (idle threads spinning, ORT's default, unless `--ort_spinning off`).
+  Each batch is padded to its longest sentence rounded up to 8, as
   `serving_default` pads a request, and the token-id contenders get the same
   ids: our tokenizer's. Also how far each contender's pooled outputs are from
   `serve_token_ids`' on those batches.
@@ -56,6 +57,8 @@ from research import shared_data  # noqa: E402
 
 BASELINE = "export_ids"
 CONTENDERS = ("export_text", "export_ids", "ort_fp32", "ort_int8")
+# Experiments, timed only on request (`--experiments`).
+EXPERIMENTS = ("export_ids_frozen",)
 QUALITY_VARIANTS = ("export_ids", "ort_fp32", "ort_int8")
 PAD_MULTIPLE = 8  # as `serving_default` pads a request
 QUALITY_BATCH = 32
@@ -90,6 +93,12 @@ def build_parser():
                              "(default: the profile's)")
     parser.add_argument("--ort_threads", type=int, default=2,
                         help="ONNX Runtime intra-op threads")
+    parser.add_argument("--ort_spinning", default="on", choices=("on", "off"),
+                        help="ONNX Runtime's idle threads spin (its default); 'off' is "
+                             "fairer to it on a machine busy with other processes")
+    parser.add_argument("--experiments", default="",
+                        help="extra contenders, comma-separated: export_ids_frozen "
+                             "(`serve_token_ids` with its variables turned into constants)")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--model", default=None,
                         help="'minilm' (the real checkpoint) or a bert_tf preset with random "
@@ -286,8 +295,21 @@ def sst2_sentences(count):
 # --- contenders ---------------------------------------------------------------
 
 
-def load_contenders(models, threads):
-    """{name: function(Batch) -> (pooled_output, sequence_output) numpy arrays}."""
+def experiments(args):
+    """The `--experiments` contenders, checked."""
+    names = [n.strip() for n in args.experiments.split(",") if n.strip()]
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        raise ValueError(f"--experiments: unknown {unknown}; expected some of "
+                         f"{list(EXPERIMENTS)}")
+    return names
+
+
+def load_contenders(models, threads, spinning=True, extra=()):
+    """{name: function(Batch) -> (pooled_output, sequence_output) numpy arrays}.
+
+    `extra`: names from `EXPERIMENTS`, added after the ONNX Runtime contenders.
+    """
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the export's text ops)
 
@@ -304,10 +326,31 @@ def load_contenders(models, threads):
     contenders = {"export_text": lambda b: tf_outputs(text_fn(text=b.text)),
                   "export_ids": lambda b: tf_outputs(ids_fn(**b.ids))}
     for name, path in models.onnx.items():
-        session = onnx_models.ort_session(path, threads)
+        session = onnx_models.ort_session(path, threads, spinning)
         contenders[name] = (
             lambda b, s=session: tuple(s.run(list(onnx_models.OUTPUT_NAMES), b.feed)))
+    if "export_ids_frozen" in extra:
+        contenders["export_ids_frozen"] = _frozen(ids_fn)
     return contenders
+
+
+def _frozen(signature):
+    """`signature` with its variables as constants: Grappler folds what depends on weights
+    alone (the fused QKV kernels' concatenation) and oneDNN may keep packed weights."""
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    frozen = convert_variables_to_constants_v2(signature)
+    # The frozen function returns the signature's outputs flat, ordered by name.
+    names = sorted(signature.structured_outputs)
+    pooled, sequence = names.index("pooled_output"), names.index("sequence_output")
+
+    def run(batch):
+        outputs = frozen(**batch.ids)
+        return outputs[pooled].numpy(), outputs[sequence].numpy()
+
+    return run
 
 
 def time_rounds(functions, batches, rounds, log):
@@ -385,7 +428,8 @@ class Loaded:
 
     @functools.cached_property
     def contenders(self):
-        return load_contenders(self.models, self.args.ort_threads)
+        return load_contenders(self.models, self.args.ort_threads,
+                               self.args.ort_spinning == "on", experiments(self.args))
 
 
 def part_speed(args, loaded, batch_size, log):
@@ -519,7 +563,8 @@ def run_part(name, args, loaded, log):
 
 def part_settings(args):
     """The settings a finished part depends on (a change reruns it)."""
-    keys = ("rounds", "sentences_per_round", "stsb_pairs", "ort_threads", "batch_sizes")
+    keys = ("rounds", "sentences_per_round", "stsb_pairs", "ort_threads", "ort_spinning",
+            "batch_sizes", "experiments")
     return {**model_settings(args), **{key: getattr(args, key) for key in keys}}
 
 
@@ -529,6 +574,7 @@ def run(args, log=print):
 
     resolve(args)
     parts = part_names(args)
+    experiments(args)
     os.makedirs(args.output_dir, exist_ok=True)
     path = os.path.join(args.output_dir, "results.json")
     results = {"parts": {}, "finetuned_quality": None}

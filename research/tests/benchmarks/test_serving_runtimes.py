@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from research.benchmarks import serving_runtimes
+from research.benchmarks import serving_runtimes, serving_runtimes_report
 from tests.helpers import REQUIRE_DATA, require_shared
 
 # A benchmark's own run: the second test command (-m long).
@@ -33,7 +33,7 @@ def bench(tmp_path_factory):
         require_shared(*parts)
     output_dir = str(tmp_path_factory.mktemp("serving_runtimes"))
     args = serving_runtimes.build_parser().parse_args(
-        ["--output_dir", output_dir, "--profile", "ci"])
+        ["--output_dir", output_dir, "--profile", "ci", "--experiments", "export_ids_frozen"])
     return args, serving_runtimes.run(args, log=lambda message: None)
 
 
@@ -43,7 +43,7 @@ def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
     assert list(parts) == ["batch_1", "batch_32", "tokenize", "quality"]
     for name in ("batch_1", "batch_32"):
         summary = parts[name]["summary"]
-        assert list(summary) == list(serving_runtimes.CONTENDERS)
+        assert list(summary) == [*serving_runtimes.CONTENDERS, "export_ids_frozen"]
         assert summary["export_ids"]["ratio_to_export_ids"] == 1.0
         assert all(s["sentences_per_s"] > 0 and s["p95_ms"] >= s["p50_ms"] > 0
                    for s in summary.values())
@@ -53,6 +53,7 @@ def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
         # The raw-text path pads as the token-id batches were padded: the same outputs.
         assert summary["export_text"]["pooled_max_abs_diff"] <= 1e-6
         assert summary["ort_fp32"]["pooled_max_abs_diff"] <= 1e-5
+        assert summary["export_ids_frozen"]["pooled_max_abs_diff"] <= 1e-5
         # Quantized, yet near: a random model's pooled outputs lie in (-1, 1).
         assert 0 < summary["ort_int8"]["pooled_max_abs_diff"] < 0.2
     assert parts["batch_1"]["batches"] == args.sentences_per_round
@@ -92,6 +93,22 @@ def test_an_unknown_part_is_refused_naming_it(tmp_path, capsys):
     code = serving_runtimes.main(["--output_dir", str(tmp_path), "--parts", "batch_8"])
     assert code == 2
     assert "--parts: unknown ['batch_8']" in capsys.readouterr().err
+
+
+def test_an_unknown_experiment_is_refused_naming_it(tmp_path, capsys):
+    code = serving_runtimes.main(["--output_dir", str(tmp_path), "--experiments", "xla"])
+    assert code == 2
+    assert "--experiments: unknown ['xla']" in capsys.readouterr().err
+
+
+def test_timings_on_a_busy_machine_are_flagged():
+    def part(load):
+        return {"machine": {"cpus": 2, "load_average_before": 1.0,
+                            "load_average_after": load}}
+
+    parts = {"batch_1": part(2.5), "batch_32": part(3.5), "quality": part(9.0)}
+    # Quality figures do not depend on the load.
+    assert serving_runtimes_report.busy_parts(parts) == ["batch_32"]
 
 
 def test_mean_pooling_and_cosine_literal():
