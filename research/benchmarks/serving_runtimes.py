@@ -34,6 +34,10 @@ its settings changed):
   fine-tuned SST-2 and MRPC models per variant are not measured yet: their
   slot in results.json is `finetuned_quality`.
 
+`--experiments export_ids_frozen` adds a contender to the speed parts:
+`serve_token_ids` with its variables turned into constants in this process
+(what a serving graph with baked-in weights would run; not an export format yet).
+
 Timing: each round runs every contender over the same `--sentences_per_round`
 sentences in consecutive batches, one whole pass each; the order of the
 contenders reverses every round, so machine noise hits all of them. Rates

@@ -43,9 +43,11 @@ def _speed_lines(parts, busy):
               "diff: against `serve_token_ids` on the same batches.", ""]
     for size, part in parts.items():
         settings = part["settings"]
+        spinning = settings.get("ort_spinning", "on")
         lines.append(f"- batch {size}: {part['batches']} batches per round, "
                      f"{settings['rounds']} rounds, mean padded length "
-                     f"{part['mean_padded_length']:.1f}.")
+                     f"{part['mean_padded_length']:.1f}; ONNX Runtime at "
+                     f"{settings['ort_threads']} intra-op threads, spinning {spinning}.")
     one = parts.get(1)
     if one and "ort_fp32" in one["summary"]:
         ratio = 1 / one["summary"]["ort_fp32"]["ratio_to_export_ids"]
