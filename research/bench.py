@@ -17,6 +17,8 @@ BENCHMARKS = {
               "pretraining train step vs Model Garden BertPretrainerV2, sequences/s"),
     "serve": ("research.benchmarks.serve",
               "raw-text classifier SavedModel vs Model Garden, texts/s and latency"),
+    "serving_runtimes": ("research.benchmarks.serving_runtimes",
+                         "MiniLM export vs ONNX Runtime fp32 and int8, sentences/s and quality"),
     "packing": ("research.benchmarks.packing",
                 "packed rows vs padded ones on real data: pretraining, fine-tuning, serving"),
     "parity": ("research.benchmarks.parity",

