@@ -35,7 +35,8 @@ BENCHMARKS = {
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
-        lines = [f"  {name:16s} {what}" for name, (_, what) in BENCHMARKS.items()]
+        width = max(map(len, BENCHMARKS))
+        lines = [f"  {name:{width}s}  {what}" for name, (_, what) in BENCHMARKS.items()]
         lines = [f"  {name:12s} {what}" for name, (_, what) in BENCHMARKS.items()]
         print("usage: python -m research.bench NAME [options]\n\nbenchmarks:\n" + "\n".join(lines),
               file=sys.stderr)
