@@ -48,9 +48,12 @@ def judge(samples, chosen, key="anon_mb"):
     slope = (float(np.polyfit(steps, values, 1)[0]) * 1000
              if len(set(steps.tolist())) > 1 else 0.0)
     deviation = float(np.max(np.abs(values / baseline - 1)))
+    # The highest, not the last: the console reader samples each new step as its line
+    # arrives, so a periodic sample of the step before can be appended after it.
+    reached = int(steps.max())
     verdict.update(
-        flat=bool(deviation <= tolerance and after[-1]["step"] >= chosen["train_steps"]),
-        reached_step=int(after[-1]["step"]),
+        flat=bool(deviation <= tolerance and reached >= chosen["train_steps"]),
+        reached_step=reached,
         warmup_mb=baseline, end_mb=end, min_mb=float(values.min()), max_mb=float(values.max()),
         end_change=end / baseline - 1, max_deviation=deviation,
         min_change=float(values.min()) / baseline - 1,
