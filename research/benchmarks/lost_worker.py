@@ -37,6 +37,7 @@ import sys
 import time
 
 from research import shared_data
+from research.benchmarks import machine
 
 LOST_WORKER_EXIT_CODE = 75  # bert_tf.training.trainer.LOST_WORKER_EXIT_CODE (no TF import here)
 TRAINER = {"global_batch_size": 8, "steps_per_loop": 2, "checkpoint_every": 4,
@@ -188,14 +189,6 @@ def write_report(results, output_dir):
         f.write("\n".join(lines))
 
 
-def _machine():
-    model = ""
-    with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f
-                      if line.startswith("model name")), "")
-    return {"cpu": model, "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
-
-
 def run(args, log=print):
     """Runs every trial; returns the results (also written to `--output_dir`)."""
     timeouts = [int(t) for t in args.timeouts.split(",")]
@@ -221,7 +214,7 @@ def run(args, log=print):
     settings = ("timeouts", "victims", "signals", "repeats", "kill_after_step", "slack_seconds")
     results = {"settings": {key: getattr(args, key) for key in settings},
                "trials": trials, "summary": summarize(trials, args.slack_seconds),
-               "machine": _machine(), "wall_seconds": time.time() - start,
+               "machine": machine.describe(), "wall_seconds": time.time() - start,
                "date": time.strftime("%Y-%m-%d", time.gmtime())}
     with open(os.path.join(args.output_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)

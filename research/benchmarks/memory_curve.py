@@ -44,6 +44,7 @@ import threading
 import time
 
 from research import shared_data
+from research.benchmarks import machine
 
 RUN_DIR = "run"
 LOG_FILE = "train.log"
@@ -272,21 +273,6 @@ def measure(command, output_dir, sample_seconds, log=print):
     return process.returncode, samples
 
 
-def machine():
-    """CPU model, core count and load of this machine."""
-    import platform
-
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"cpu": model or platform.processor(), "cpus": os.cpu_count(),
-            "load_average": round(os.getloadavg()[0], 2)}
-
-
 def _write_json(path, data):
     with open(path + ".tmp", "w") as f:
         json.dump(data, f, indent=1)
@@ -316,7 +302,7 @@ def run(args, log=print):
     results = _publish({
         "settings": chosen,
         "date": time.strftime("%Y-%m-%d", time.gmtime(started)),
-        "machine": machine(),
+        "machine": machine.describe(),
         "command": command,
         "exit_code": code,
         "seconds": round(time.time() - started, 1),

@@ -45,6 +45,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from research import shared_data  # noqa: E402
+from research.benchmarks import machine  # noqa: E402
 
 PARTS = ("padding", "pretrain_128", "pretrain_512", "finetune_sst2", "finetune_mrpc", "serve")
 # (rows per batch, masked LM predictions per sequence) at each pretraining length:
@@ -500,7 +501,7 @@ def run(args, log=print):
         start = time.time()
         result = run_part(name, args, log)
         result.update(settings=settings, wall_seconds=time.time() - start,
-                      machine=_machine())
+                      machine=machine.describe())
         results["parts"][name] = result
         with open(path + ".tmp", "w") as f:
             json.dump(results, f, indent=1)
@@ -508,20 +509,6 @@ def run(args, log=print):
         packing_report.write_report(results, args.output_dir)
     packing_report.write_report(results, args.output_dir)
     return results
-
-
-def _machine():
-    import platform
-
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"cpu": model or platform.processor(), "cpus": os.cpu_count(),
-            "load_average": os.getloadavg()[0]}
 
 
 def main(argv=None):

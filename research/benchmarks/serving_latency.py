@@ -31,7 +31,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from research import shared_data  # noqa: E402
+from research.benchmarks import machine  # noqa: E402
 from research.benchmarks.serve import LABELS, _percentile  # noqa: E402
 from research.benchmarks.tokenizer import load_sentences  # noqa: E402
 
@@ -213,18 +213,6 @@ def ratios(summary):
     return result
 
 
-def machine():
-    """The CPU model (lscpu), CPU count and load average now."""
-    model = ""
-    try:
-        listing = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30).stdout
-        model = next((line.split(":", 1)[1].strip() for line in listing.splitlines()
-                      if line.startswith("Model name:")), "")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return {"cpu": model, "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
-
-
 def write_report(results, output_dir):
     """Writes `report.md` and `latency.png` from the finished rounds."""
     settings = results["settings"]
@@ -313,7 +301,7 @@ def run(args, log=print):
     import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
 
     sentences = load_sentences(settings["data"])
-    results.setdefault("machine_start", machine())
+    results.setdefault("machine_start", machine.describe())
     with tempfile.TemporaryDirectory() as directory, \
             concurrent.futures.ThreadPoolExecutor(max(THREADS)) as pool:
         export, tokenizer = export_minilm(directory)
@@ -336,7 +324,7 @@ def run(args, log=print):
                     signatures[SIGNATURES[signature]], requests[batch][signature], threads,
                     pool)
             results["rounds"].append({"cells": finished})
-            results["machine_end"] = machine()
+            results["machine_end"] = machine.describe()
             _save(results, path)
             write_report(results, args.output_dir)
     return results

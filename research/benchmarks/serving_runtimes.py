@@ -58,6 +58,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from research import shared_data  # noqa: E402
+from research.benchmarks import machine  # noqa: E402
 
 BASELINE = "export_ids"
 CONTENDERS = ("export_text", "export_ids", "ort_fp32", "ort_int8")
@@ -613,22 +614,14 @@ def _write_json(results, path):
 
 
 def _machine(load_before):
-    """CPU, load averages (1 min) before and after a part, and the library versions."""
-    import platform
-
+    """The machine, load averages (1 min) before and after a part, and the library versions."""
     import tensorflow as tf
 
     from research.benchmarks import onnx_models
 
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"cpu": model or platform.processor(), "cpus": os.cpu_count(),
-            "load_average_before": load_before, "load_average_after": os.getloadavg()[0],
+    described = machine.describe()
+    load_after = described.pop("load_average")
+    return {**described, "load_average_before": load_before, "load_average_after": load_after,
             "versions": {"tensorflow": tf.__version__, **onnx_models.versions()}}
 
 
