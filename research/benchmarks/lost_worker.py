@@ -71,7 +71,12 @@ def build_parser():
     return parser
 
 
-def _free_ports(count):
+def free_ports(count: int) -> list[int]:
+    """`count` TCP ports on localhost that were free a moment ago (for a local cluster).
+
+    Args:
+      count: how many ports.
+    """
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
         s.bind(("localhost", 0))
@@ -106,7 +111,7 @@ def train_command(args, corpus, model_dir, timeout):
 
 def trial(args, corpus, model_dir, timeout, victim, signal_name):
     """Sends worker `victim` SIG`signal_name` mid-run; returns what the survivor did."""
-    workers = [f"localhost:{port}" for port in _free_ports(2)]
+    workers = [f"localhost:{port}" for port in free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 
@@ -22,6 +21,7 @@ from conftest import (
 )
 
 from bert_tf.training import strategies, trainer
+from research.benchmarks.lost_worker import free_ports
 
 NO_DROPOUT = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
                           "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
@@ -78,18 +78,8 @@ def test_mirrored_over_two_cpu_devices_matches_one_device(write_config, tmp_path
     assert difference < 1e-5
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _start_workers(config, model_dir, *extra):
-    workers = [f"localhost:{port}" for port in _free_ports(2)]
+    workers = [f"localhost:{port}" for port in free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},
