@@ -5,7 +5,7 @@ autodiff roughly doubles that count in the backward pass. On CPU every such
 op is a full pass over a [B, S, D] (or [B, N, S, T]) tensor, and under mixed
 precision many of them are casts. `layer_norm`, `gelu_erf`, `gelu_tanh`,
 `attention_softmax` and `sparse_softmax_cross_entropy` compute the same
-float32 math with far fewer passes: each has one `tf.custom_gradient` whose
+float32 math with far fewer passes: each has one `custom_gradient` whose
 backward reuses the forward's float32 intermediates instead of re-deriving
 them op by op. `dropout` draws its random mask with a cheaper generator.
 
@@ -18,6 +18,8 @@ import functools
 import math
 
 import tensorflow as tf
+
+from bert_tf.layers.custom_gradient import custom_gradient
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -59,7 +61,7 @@ def layer_norm(x, gamma, beta, epsilon):
     """
     width = x.shape[-1]
 
-    @tf.custom_gradient
+    @custom_gradient
     def _layer_norm(x, gamma, beta):
         xf = _to_float32(x)
         mean = tf.reduce_mean(xf, axis=-1, keepdims=True)  # [..., 1]
@@ -94,7 +96,7 @@ def layer_norm(x, gamma, beta, epsilon):
     return _layer_norm(x, gamma, beta)
 
 
-@tf.custom_gradient
+@custom_gradient
 def gelu_erf(x):
     """Exact GELU, x * Phi(x) with Phi(x) = (1 + erf(x / sqrt(2))) / 2, in float32.
 
@@ -117,7 +119,7 @@ def gelu_erf(x):
     return y, grad
 
 
-@tf.custom_gradient
+@custom_gradient
 def gelu_tanh(x):
     """tanh-approximate GELU, x * (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3).
 
@@ -152,7 +154,7 @@ def attention_softmax(scores, attention_bias=None, scale=1.0):
     if attention_bias is None:
         attention_bias = tf.zeros([], tf.float32)
 
-    @tf.custom_gradient
+    @custom_gradient
     def _softmax(scores):
         logits = _to_float32(scores)
         if scale != 1.0:
@@ -236,7 +238,7 @@ def sparse_softmax_cross_entropy(labels, logits):
     rows = tf.range(tf.size(flat_labels))  # [M]
     label_indices = tf.stack([rows, flat_labels], axis=1)  # [M, 2]
 
-    @tf.custom_gradient
+    @custom_gradient
     def _xent(flat_logits):
         probs = tf.nn.softmax(flat_logits, axis=-1)  # [M, V]
         top = tf.stack([rows, tf.argmax(probs, axis=-1, output_type=tf.int32)], axis=1)  # [M, 2]

@@ -1,8 +1,10 @@
 """The trainer in-process on real text: summaries, checkpoints, faults, precision, init."""
 
+import gc
 import glob
 import logging
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import tensorflow as tf
 import yaml
 from conftest import REPO, checkpoint_weights, max_weight_difference
 from tensorboard.compat.proto import event_pb2
+from tensorflow.python.framework.func_graph import FuncGraph
 
 import bert_tf
 from bert_tf import tasks, train
@@ -243,19 +246,34 @@ def test_run_with_an_empty_corpus_names_the_file(write_config, tmp_path, capsys)
     assert "the corpus is empty" in capsys.readouterr().err
 
 
+def _traced_loops():
+    """Weak references to every traced train and eval loop graph alive in this process."""
+    return {id(graph): weakref.ref(graph) for graph in gc.get_objects()
+            if isinstance(graph, FuncGraph) and graph.name in ("_train_loop", "_eval_loop")}
+
+
 @pytest.mark.slow
-def test_trainer_result_fingerprint_is_of_the_weights(write_config, tmp_path):
+def test_trainer_result_fingerprint_is_of_the_weights_and_its_graphs_are_freed(write_config,
+                                                                               tmp_path):
     task_class, experiment = tasks.load_experiment(write_config(), ["trainer.train_steps=2"])
     from bert_tf.training import strategies
     task = task_class(experiment)
     trainer = trainer_lib.Trainer(task, experiment, str(tmp_path / "run"),
                                   strategies.create_strategy("cpu"))
+    before = _traced_loops()
     result = trainer.train()
     assert result.weights_fingerprint == trainer_lib.weights_fingerprint(
         trainer.model.trainable_variables)
     trainer.model.trainable_variables[0].assign_add(tf.ones_like(trainer.model.trainable_variables[0]))
     assert result.weights_fingerprint != trainer_lib.weights_fingerprint(
         trainer.model.trainable_variables)
+    traced = [ref for key, ref in _traced_loops().items() if key not in before]
+    assert len(traced) == 2
+    # A process that trains again and again (a sweep, a notebook) must not keep every
+    # run's traced loops: TensorFlow's gradient registry held them before.
+    del task, trainer
+    gc.collect()
+    assert [ref() for ref in traced] == [None, None]
 
 
 def test_a_stop_request_ends_the_loop_before_its_next_step(write_config, tmp_path):
