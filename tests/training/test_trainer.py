@@ -41,6 +41,11 @@ def read_events(logdir):
     return values
 
 
+# For runs whose test reads no evaluation: no held-out split, so no final evaluation (it
+# builds and traces the evaluation pipeline and step, about 5 s of a 4-step run).
+NO_EVAL = {"eval_holdout_every": 0}
+
+
 def train_in_process(config_path, model_dir, *overrides, init_checkpoint=None):
     task_class, experiment = tasks.load_experiment(config_path, overrides)
     return train.run(task_class, experiment, str(model_dir), init_checkpoint)
@@ -86,7 +91,7 @@ def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, 
 def test_progress_follows_the_first_step_whatever_steps_per_loop(write_config, tmp_path,
                                                                  caplog):
     config = write_config(trainer={"train_steps": 8, "steps_per_loop": 4, "checkpoint_every": 4,
-                                   "eval_every": 0})
+                                   "eval_every": 0}, data=NO_EVAL)
     with caplog.at_level(logging.INFO):
         assert train_in_process(config, tmp_path / "run") == 0
     messages = [record.getMessage() for record in caplog.records]
@@ -107,8 +112,8 @@ def test_progress_follows_the_first_step_whatever_steps_per_loop(write_config, t
 @pytest.mark.slow
 def test_resuming_with_another_model_shape_is_refused(write_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    assert train_in_process(write_config(trainer={"train_steps": 4}), run_dir) == 0
-    wider = write_config(model={"encoder": {"vocab_size": 30522, "hidden_size": 64,
+    assert train_in_process(write_config(trainer={"train_steps": 4}, data=NO_EVAL), run_dir) == 0
+    wider = write_config(data=NO_EVAL, model={"encoder": {"vocab_size": 30522, "hidden_size": 64,
                                             "num_layers": 2, "num_heads": 2,
                                             "intermediate_size": 64,
                                             "max_position_embeddings": 64}})
@@ -116,15 +121,15 @@ def test_resuming_with_another_model_shape_is_refused(write_config, tmp_path, ca
     error = capsys.readouterr().err
     assert "model.encoder.hidden_size: 32 in the run, 64 in this config" in error
     # A longer run with the same model resumes fine.
-    assert train_in_process(write_config(trainer={"train_steps": 6, "checkpoint_every": 2}),
-                            run_dir) == 0
+    assert train_in_process(write_config(trainer={"train_steps": 6, "checkpoint_every": 2},
+                                         data=NO_EVAL), run_dir) == 0
     assert tf.train.latest_checkpoint(str(run_dir)).endswith("ckpt-6")
 
 
 @pytest.mark.slow
 def test_non_finite_steps_are_skipped_then_rolled_back(write_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    config = write_config(trainer={"train_steps": 20, "eval_every": 0})
+    config = write_config(trainer={"train_steps": 20, "eval_every": 0}, data=NO_EVAL)
     assert train_in_process(config, run_dir, "trainer.train_steps=4") == 0
     good = checkpoint_weights(run_dir)
     # A learning rate of 1e30 blows the weights up after one update; every
@@ -144,7 +149,8 @@ def test_gradient_accumulation_matches_the_full_batch(write_config, tmp_path):
                               "num_heads": 2, "intermediate_size": 64,
                               "max_position_embeddings": 64, "hidden_dropout": 0.0,
                               "attention_dropout": 0.0}}
-    config = write_config(model=no_dropout, trainer={"train_steps": 4, "eval_every": 0})
+    config = write_config(model=no_dropout, trainer={"train_steps": 4, "eval_every": 0},
+                          data=NO_EVAL)
     assert train_in_process(config, tmp_path / "full") == 0
     assert train_in_process(config, tmp_path / "accumulated",
                             "trainer.gradient_accumulation_steps=4") == 0
@@ -157,7 +163,7 @@ def test_gradient_accumulation_matches_the_full_batch(write_config, tmp_path):
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains(write_config, tmp_path, precision):
     config = write_config(trainer={"train_steps": 4, "eval_every": 0},
-                          runtime={"mixed_precision": precision})
+                          runtime={"mixed_precision": precision}, data=NO_EVAL)
     assert train_in_process(config, tmp_path / "run") == 0
     events = read_events(tmp_path / "run" / "train")
     scales = [float(v) for _, v in events["optimizer/loss_scale"]]
@@ -178,7 +184,7 @@ def test_auto_precision_is_recorded_and_chosen_again_on_resume(write_config, tmp
 
     config = write_config(trainer={"train_steps": 4, "eval_every": 0, "checkpoint_every": 2,
                                    "steps_per_loop": 2},
-                          runtime={"mixed_precision": "auto"})
+                          runtime={"mixed_precision": "auto"}, data=NO_EVAL)
     run_dir = tmp_path / "run"
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
     assert train_in_process(config, run_dir, "trainer.train_steps=2") == 0
@@ -199,7 +205,8 @@ def test_auto_precision_is_recorded_and_chosen_again_on_resume(write_config, tmp
 
 @pytest.mark.slow
 def test_profiler_traces_the_requested_steps(write_config, tmp_path):
-    config = write_config(trainer={"train_steps": 4, "eval_every": 0, "profile_steps": [2, 4]})
+    config = write_config(trainer={"train_steps": 4, "eval_every": 0, "profile_steps": [2, 4]},
+                          data=NO_EVAL)
     assert train_in_process(config, tmp_path / "run") == 0
     assert glob.glob(str(tmp_path / "run" / "train" / "plugins" / "profile" / "*" / "*.xplane.pb"))
 
