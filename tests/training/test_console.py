@@ -15,7 +15,8 @@ NOISE = ("failed call to cuInit", "oneDNN supports", "Sharding callback duration
 def test_verbose_on_request(write_config, tmp_path):
     # One step and one checkpoint: the checkpoint writer is what logs the sharding line.
     config = write_config(trainer={"train_steps": 1, "steps_per_loop": 1, "checkpoint_every": 1,
-                                   "eval_every": 0})
+                                   "eval_every": 0},
+                          data={"eval_holdout_every": 0})  # no final evaluation to wait for
     env = train_env()
     env.pop("TF_CPP_MIN_LOG_LEVEL")  # as a user's shell has it
     verbose = run_train(config, tmp_path, "--verbose", env=env)
