@@ -10,7 +10,6 @@ memory_curve`). A `MALLOC_ARENA_MAX` set in the environment is left as it is.
 """
 
 import ctypes
-import logging
 import os
 
 # glibc's mallopt() parameter for the arena limit (malloc.h).
@@ -31,6 +30,4 @@ def limit_malloc_arenas() -> bool:
     except (OSError, AttributeError):
         return False
     arenas = max(2, os.cpu_count() or 1)
-    applied = bool(mallopt(_M_ARENA_MAX, arenas))
-    logging.debug("malloc arenas limited to %d: %s", arenas, applied)
-    return applied
+    return bool(mallopt(_M_ARENA_MAX, arenas))
