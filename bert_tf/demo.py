@@ -28,7 +28,6 @@ import sys
 import time
 
 from bert_tf import console
-from bert_tf.training import allocator
 
 # Where a clone of the repository documents the studies (they run from a clone, not an install).
 EVIDENCE_DOC = "docs/evidence.md"
@@ -149,8 +148,6 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    # Before TensorFlow starts its threads (see `allocator`).
-    allocator.limit_malloc_arenas()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     console.setup(args.verbose)
     try:

@@ -14,7 +14,6 @@ import os
 import sys
 
 from bert_tf import console, path_args
-from bert_tf.training import allocator
 from bert_tf.training.strategy_names import STRATEGIES
 
 
@@ -43,8 +42,6 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    # Before TensorFlow starts its threads (see `allocator`).
-    allocator.limit_malloc_arenas()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     problem = init_checkpoint_problem(args.init_checkpoint, args.model_dir)
     if problem:
