@@ -27,6 +27,18 @@ def random_inputs(batch=2, length=10, vocab_size=100, pad_from=None, seed=0):
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
 
+def layer_norm_case(seed=0):
+    """([x, gamma, beta], upstream gradient) of a [3, 5, 16] LayerNorm, float32 tensors."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    x = tf.constant(rng.normal(1.0, 3.0, (3, 5, 16)), tf.float32)
+    gamma = tf.constant(rng.normal(size=16), tf.float32)
+    beta = tf.constant(rng.normal(size=16), tf.float32)
+    upstream = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
+    return [x, gamma, beta], upstream
+
+
 def max_abs_diff(a, b):
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
 

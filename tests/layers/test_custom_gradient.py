@@ -3,20 +3,10 @@
 import gc
 import weakref
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf.layers import fast_ops
-from tests.helpers import max_abs_diff
-
-
-def _layer_norm_inputs():
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(1.0, 3.0, (3, 5, 16)), tf.float32)
-    gamma = tf.constant(rng.normal(size=16), tf.float32)
-    beta = tf.constant(rng.normal(size=16), tf.float32)
-    dy = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
-    return [x, gamma, beta], dy
+from tests.helpers import layer_norm_case, max_abs_diff
 
 
 def _norm_then_gelu(x, gamma, beta):
@@ -31,7 +21,7 @@ def _gradients_with_tape_around(fn, inputs, upstream):
 
 
 def test_graph_gradients_equal_eager_ones_inside_and_across_a_function():
-    inputs, dy = _layer_norm_inputs()
+    inputs, dy = layer_norm_case()
     eager = _gradients_with_tape_around(_norm_then_gelu, inputs, dy)
     # The tape inside the traced function: the gradient recorded on the tape.
     inside = tf.function(
@@ -45,7 +35,7 @@ def test_graph_gradients_equal_eager_ones_inside_and_across_a_function():
 
 
 def test_a_traced_graph_is_freed_once_its_function_is_gone():
-    inputs, dy = _layer_norm_inputs()
+    inputs, dy = layer_norm_case()
 
     @tf.function
     def step(*xs):
@@ -60,7 +50,7 @@ def test_a_traced_graph_is_freed_once_its_function_is_gone():
 
 
 def test_a_saved_function_keeps_its_custom_gradients(tmp_path):
-    inputs, dy = _layer_norm_inputs()
+    inputs, dy = layer_norm_case()
     module = tf.Module()
     module.norm_then_gelu = tf.function(
         _norm_then_gelu, input_signature=[tf.TensorSpec(x.shape, x.dtype) for x in inputs])

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_tf.layers import BertDropout, BertLayerNorm, fast_ops
 from bert_tf.models import BertEncoder, BertPretrainer
-from tests.helpers import TINY, max_abs_diff, random_inputs
+from tests.helpers import TINY, layer_norm_case, max_abs_diff, random_inputs
 
 
 def _value_and_grads(fn, inputs, upstream):
@@ -20,11 +20,7 @@ def _value_and_grads(fn, inputs, upstream):
 
 
 def test_layer_norm_matches_keras_values_and_gradients():
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(1.0, 3.0, (3, 5, 16)), tf.float32)
-    gamma = tf.constant(rng.normal(size=16), tf.float32)
-    beta = tf.constant(rng.normal(size=16), tf.float32)
-    dy = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
+    (x, gamma, beta), dy = layer_norm_case()
     ours = _value_and_grads(lambda x, g, b: fast_ops.layer_norm(x, g, b, 1e-12),
                             [x, gamma, beta], dy)
     reference = _value_and_grads(
