@@ -14,11 +14,12 @@ import pytest
 from research.benchmarks import memory_curve, memory_curve_report
 from tests.helpers import require_shared
 
-# The bound of the test run: no sample of anonymous resident memory from step 100
-# to 300 more than 2 % (about 13 MB of 665) above the memory at step 100, none more than
-# 5 % away from it (the criterion for 3,000 steps; a run of 300 has fewer
-# steps to leak over). A retrace of the evaluation step at every evaluation (a
-# deliberate regression, tried once) grew the run's memory by 14 %.
+# The bound of the test run: no sample of anonymous resident memory from the CI
+# profile's warm-up step (150) to 300 more than 2 % (about 13 MB of 665) above the memory
+# at that step, none more than 5 % away from it (the criterion for 3,000 steps; a
+# run of 300 has fewer steps to leak over). A retrace of the evaluation step at every
+# evaluation (a deliberate regression) grew the run's memory by 14 % before traced graphs
+# were freed, and still by 4.9 % after (2026-11-27).
 GROWTH_BOUND = 0.02
 
 
@@ -88,7 +89,7 @@ def ci_run(tmp_path_factory):
 @pytest.mark.long
 def test_resident_memory_stays_flat_over_many_checkpoints_and_evaluations(ci_run):
     args, results = ci_run
-    verdict = results["verdict"]
+    verdict, warmup = results["verdict"], results["settings"]["warmup_step"]
     assert results["complete"] and verdict["reached_step"] == 300
     with open(os.path.join(args.output_dir, memory_curve.LOG_FILE)) as f:
         log = f.read()
@@ -96,12 +97,12 @@ def test_resident_memory_stays_flat_over_many_checkpoints_and_evaluations(ci_run
     assert log.count("saved checkpoint") == 30 and log.count("INFO eval at step") == 30
     assert verdict["samples_after_warmup"] >= 20
     assert verdict["max_change"] <= GROWTH_BOUND, (
-        f"resident memory grew more than {GROWTH_BOUND:.0%} after step 100: "
-        f"{verdict['warmup_mb']:.0f} MB at step 100, {verdict['min_mb']:.0f}-"
+        f"resident memory grew more than {GROWTH_BOUND:.0%} after step {warmup}: "
+        f"{verdict['warmup_mb']:.0f} MB at step {warmup}, {verdict['min_mb']:.0f}-"
         f"{verdict['max_mb']:.0f} MB after, {verdict['end_mb']:.0f} MB at the end")
     assert verdict["flat"] is True
     report = open(os.path.join(args.output_dir, "report.md")).read()
-    assert "**Anonymous memory after step 100: flat (tolerance 5 %).**" in report
+    assert f"**Anonymous memory after step {warmup}: flat (tolerance 5 %).**" in report
     assert os.path.getsize(os.path.join(args.output_dir, "memory.png")) > 0
 
 
