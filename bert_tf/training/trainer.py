@@ -32,6 +32,7 @@ from bert_tf import config as config_lib
 from bert_tf.checkpoints import native, readable
 from bert_tf.training import fixed_shapes, lost_workers, precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
+from bert_tf.training.heap_release import HeapRelease
 from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
 from bert_tf.training.optimizers import build_optimizer
@@ -560,6 +561,9 @@ class Trainer:
         preemption = self._preemption_handler()
         signals = None if preemption else StopOnSignal(self.stop_requested)
         train_metrics, eval_metrics = {}, {}
+        # Freed heap memory goes back to the OS each loop (at most every 10 s) and
+        # after each checkpoint and evaluation: see `heap_release`.
+        release_heap = HeapRelease()
         profiling = False
         first_loop, reported, first_evaluation = True, None, True
         try:
@@ -613,6 +617,7 @@ class Trainer:
                         logging.info("step %d: evaluating (the first evaluation traces the "
                                      "model's evaluation step)", step)
                     eval_metrics = self._evaluate_at(step, writers) or eval_metrics
+                release_heap(force=at_eval_step or step % config.checkpoint_every == 0)
                 if preemption:
                     preemption.save_checkpoint_if_preempted(checkpoint_number=step)
                 if stop:
