@@ -1,7 +1,7 @@
-"""`python -m bert_tf.export`: a model directory -> a versioned raw-text SavedModel.
+"""`python -m bert_tf.export`: a model directory -> a versioned SavedModel or ONNX model.
 
     python -m bert_tf.export --model_dir runs/sst2 --export_dir exports/sst2 \\
-        [--version N] [--max_seq_length L]
+        [--format saved_model|onnx] [--version N] [--max_seq_length L] [--quantize int8]
 """
 
 import argparse
@@ -17,7 +17,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m bert_tf.export",
         description="Export a bert_tf model directory as a TF Serving SavedModel "
-                    "that takes raw text.")
+                    "that takes raw text, or as an ONNX model that takes token ids.")
     parser.add_argument("--model_dir", required=True,
                         help="bert_tf model directory (bert_tf_model.json, vocab.txt, ckpt-N)")
     parser.add_argument("--export_dir", required=True,
@@ -27,6 +27,14 @@ def build_parser():
     parser.add_argument("--max_seq_length", type=int, default=None,
                         help="overrides the task's max_seq_length (required when the "
                              "model directory records no task)")
+    parser.add_argument("--format", choices=("saved_model", "onnx"), default="saved_model",
+                        help="saved_model (raw text in, for TF Serving and Keras) or onnx "
+                             "(token ids in, for ONNX Runtime and Triton; needs the onnx "
+                             "extra)")
+    parser.add_argument("--quantize", choices=("int8",), default=None,
+                        help="int8 weights with activations quantized per call: the "
+                             "SavedModel's Transformer blocks run TensorFlow's oneDNN int8 "
+                             "matmul (x86-64); ONNX uses ONNX Runtime's dynamic quantization")
     console.add_verbose_flag(parser)
     return parser
 
@@ -40,6 +48,7 @@ def main(argv=None):
         return path_args.USAGE_ERROR
     console.setup(args.verbose)
     from bert_tf.export.exporter import check_model_dir, export_model_dir
+    from bert_tf.export.onnx_export import export_onnx_model_dir
     from bert_tf.optional_imports import MissingDependencyError
 
     try:
@@ -49,8 +58,9 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return path_args.USAGE_ERROR
     try:
-        path = export_model_dir(args.model_dir, args.export_dir, args.version,
-                                args.max_seq_length)
+        export = export_onnx_model_dir if args.format == "onnx" else export_model_dir
+        path = export(args.model_dir, args.export_dir, args.version, args.max_seq_length,
+                      quantization=args.quantize)
     # OSError covers a missing or unreadable directory and an existing version.
     except (OSError, ValueError, MissingDependencyError) as e:
         print(f"error: {e}", file=sys.stderr)

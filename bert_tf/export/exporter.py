@@ -17,14 +17,19 @@ from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import versions, warmup
 from bert_tf.export.serving_module import build_serving_module
+from bert_tf.layers.inference_projections import inference_projections
 from bert_tf.text import tokenizer_contract as contracts
 from bert_tf.text.tokenizer import BertTokenizer
 from bert_tf.version import __version__
 
 METADATA_FILE = "bert_tf_export.json"
+# What `quantization` may be: None (the model's own dtype) or "int8" (see
+# `bert_tf.layers.inference_projections`).
+QUANTIZATIONS = (None, "int8")
 
 
-def export_metadata(model, tokenizer: BertTokenizer, record: TaskRecord, signatures) -> dict:
+def export_metadata(model, tokenizer: BertTokenizer, record: TaskRecord, signatures,
+                    quantization: str | None = None) -> dict:
     """The `assets.extra/bert_tf_export.json` record of an export.
 
     Args:
@@ -33,6 +38,7 @@ def export_metadata(model, tokenizer: BertTokenizer, record: TaskRecord, signatu
       record: the export's `TaskRecord`, stored under "task" (`to_dict()`);
         its name, kind, labels and length are repeated at the top level.
       signatures: `{name: concrete function}` of the SavedModel.
+      quantization: None or "int8" (the Transformer blocks' projections).
     """
     encoder = getattr(model, "encoder", model)
     return {
@@ -47,6 +53,7 @@ def export_metadata(model, tokenizer: BertTokenizer, record: TaskRecord, signatu
         "label_names": list(record.label_names) if record.label_names is not None else None,
         "max_seq_length": record.max_seq_length,
         "tokenizer": tokenizer.tokenizer_contract(),
+        "quantization": quantization,
         # Input names per signature, in declaration order.
         "signatures": {name: [spec.name for spec in tf.nest.flatten(fn.structured_input_signature)]
                        for name, fn in signatures.items()},
@@ -59,8 +66,14 @@ def _write_json(path, values):
         json.dump(values, f, indent=2, sort_keys=True)
 
 
+def check_quantization(quantization: str | None) -> None:
+    """Raises ValueError unless `quantization` is one of `QUANTIZATIONS`."""
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization {quantization!r}: expected one of {QUANTIZATIONS}")
+
+
 def export_model(model, tokenizer: BertTokenizer, export_base: str, record: TaskRecord,
-                 version: int | None = None) -> str:
+                 version: int | None = None, quantization: str | None = None) -> str:
     """Exports a Keras model with its tokenizer as `export_base/<version>/`.
 
     Args:
@@ -76,8 +89,10 @@ def export_model(model, tokenizer: BertTokenizer, export_base: str, record: Task
     Raises:
       FileExistsError: the version exists (nothing is changed).
       TypeError: `record` is not a `TaskRecord`.
-      ValueError: the record does not fit the model, or the tokenizer does not.
+      ValueError: the record does not fit the model, or the tokenizer does
+        not, or `quantization` is unknown.
     """
+    check_quantization(quantization)
     if not isinstance(record, TaskRecord):
         raise TypeError(f"record must be a TaskRecord (bert_tf.checkpoints.task_record), "
                         f"got {type(record).__name__}; build one with TaskRecord(...) or "
@@ -88,12 +103,14 @@ def export_model(model, tokenizer: BertTokenizer, export_base: str, record: Task
         raise ValueError(
             f"the tokenizer's vocab ({tokenizer.vocab_size} tokens, {tokenizer.vocab_file}) "
             f"is larger than the model's vocab_size {vocab_size}")
-    module, signatures = build_serving_module(model, tokenizer, record)
     model_name = os.path.basename(os.path.normpath(export_base))
-    with versions.atomic_version_dir(export_base, version) as (temporary, final):
+    # The signatures are traced (and saved) on projections made once from the weights.
+    projections = inference_projections(getattr(model, "encoder", model), quantization)
+    with projections, versions.atomic_version_dir(export_base, version) as (temporary, final):
+        module, signatures = build_serving_module(model, tokenizer, record)
         tf.saved_model.save(module, temporary, signatures=signatures)
         _write_json(os.path.join(temporary, "assets.extra", METADATA_FILE),
-                    export_metadata(model, tokenizer, record, signatures))
+                    export_metadata(model, tokenizer, record, signatures, quantization))
         warmup.write_warmup_requests(temporary, model_name, record)
     return final
 
@@ -151,9 +168,8 @@ def check_model_dir(model_dir: str) -> str:
             "nothing to export; has the run saved one yet?") from None
 
 
-def export_model_dir(model_dir: str, export_base: str, version: int | None = None,
-                     max_seq_length: int | None = None) -> str:
-    """Exports a bert_tf model directory (a training run's `model_dir`).
+def load_model_dir(model_dir: str, max_seq_length: int | None = None):
+    """(model, tokenizer, task record) of a bert_tf model directory, weights restored.
 
     Reads `bert_tf_model.json`, `vocab.txt` and the newest checkpoint;
     the tokenizer's lower-casing comes from the recorded tokenizer contract,
@@ -161,15 +177,13 @@ def export_model_dir(model_dir: str, export_base: str, version: int | None = Non
 
     Args:
       model_dir: the directory (`python -m bert_tf.train`'s or `convert`'s output).
-      export_base: `EXPORTS/NAME`.
-      version: see `export_model`.
       max_seq_length: overrides the record's length (required when the
         directory records no task).
 
     Raises:
       FileNotFoundError: `model_dir` does not exist, is no bert_tf model
         directory or has no checkpoint (see `check_model_dir`), or has no vocab.
-      FileExistsError, ValueError: see `export_model`.
+      ValueError: the record or the tokenizer contract is invalid.
     """
     check_model_dir(model_dir)
     source = os.path.join(model_dir, native.METADATA_NAME)
@@ -187,5 +201,26 @@ def export_model_dir(model_dir: str, export_base: str, version: int | None = Non
     # Built from the metadata already read: the record is not read twice.
     model = native.build_model(metadata, source)
     logging.info("exporting the weights of %s", native.restore_weights(model, model_dir))
-    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
-    return export_model(model, tokenizer, export_base, record, version)
+    return model, BertTokenizer(vocab_file, lower_case=lower_case), record
+
+
+def export_model_dir(model_dir: str, export_base: str, version: int | None = None,
+                     max_seq_length: int | None = None,
+                     quantization: str | None = None) -> str:
+    """Exports a bert_tf model directory (a training run's `model_dir`) as a SavedModel.
+
+    Args:
+      model_dir: the directory (`python -m bert_tf.train`'s or `convert`'s output).
+      export_base: `EXPORTS/NAME`.
+      version: see `export_model`.
+      max_seq_length: overrides the record's length (required when the
+        directory records no task).
+      quantization: see `export_model`.
+
+    Raises:
+      FileNotFoundError: see `load_model_dir`.
+      FileExistsError, ValueError: see `export_model`.
+    """
+    check_quantization(quantization)
+    model, tokenizer, record = load_model_dir(model_dir, max_seq_length)
+    return export_model(model, tokenizer, export_base, record, version, quantization)

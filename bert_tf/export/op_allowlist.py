@@ -52,7 +52,9 @@ CORE_OPS = frozenset({
     "AddV2", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Neg", "Square", "Rsqrt",
     "Sqrt", "Exp", "Erf", "Tanh", "Maximum", "Minimum", "Sum", "Mean", "Max", "Prod",
     "Cumsum", "MatMul", "BatchMatMulV2", "BiasAdd", "Softmax", "ArgMax", "TopKV2",
-    "Cast", "BitwiseAnd", "RightShift",
+    "Cast", "BitwiseAnd", "RightShift", "Min",
+    # int8 exports (`bert_tf.layers.inference_projections`; oneDNN kernels on x86-64)
+    "QuantizeV2", "QuantizedMatMulWithBiasAndDequantize", "Bitcast",
     # comparisons and logic
     "Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd",
     "LogicalNot", "LogicalOr", "All", "Any", "Select", "SelectV2", "Where",

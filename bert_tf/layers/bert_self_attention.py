@@ -3,11 +3,17 @@
 import math
 
 import keras
+import numpy as np
 import tensorflow as tf
 from keras import ops
 
 from bert_tf.layers import fast_ops
 from bert_tf.layers.bert_dropout import BertDropout
+from bert_tf.layers.inference_projections import (
+    FloatProjection,
+    Int8Projection,
+    dense_projection,
+)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -46,6 +52,10 @@ class BertSelfAttention(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
         self.head_size = hidden_size // num_heads
+        # {"qkv": projection, "output": projection or None, "softmax_scale": float}
+        # while inference projections are on (see
+        # `bert_tf.layers.inference_projections`), else None.
+        self._inference = None
 
     def build(self, inputs_shape, attention_bias_shape=None):
         initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
@@ -80,12 +90,51 @@ class BertSelfAttention(keras.layers.Layer):
         return (ops.concatenate(kernels, axis=1), ops.concatenate(biases, axis=0),
                 scale / query_scale)
 
+    def use_inference_projections(self, quantization=None) -> list[tf.Module]:
+        """Projections made once from the weights, for inference; returns them.
+
+        Float: the fused query|key|value kernel and bias (the query scale folded
+        in, as in training). Int8: that kernel and the output projection as
+        `Int8Projection`s; the query scale is not folded in, since with one scale
+        per kernel a query part 8x smaller than the key and value parts would
+        lose 3 bits, and the scores are scaled instead.
+
+        Args:
+          quantization: None or "int8".
+        """
+        layers = (self.query, self.key, self.value)
+        if quantization == "int8":
+            kernel = np.concatenate([layer.kernel.numpy() for layer in layers], axis=1)  # [D, 3D]
+            bias = np.concatenate([layer.bias.numpy() for layer in layers])  # [3D]
+            self._inference = {
+                "qkv": Int8Projection(kernel, bias, name=f"{self.name}_qkv_int8"),
+                "output": dense_projection(self.attention_output, f"{self.name}_output_int8"),
+                "softmax_scale": 1.0 / math.sqrt(self.head_size)}
+        else:
+            kernel, bias, softmax_scale = self._fused_qkv_weights()
+            self._inference = {
+                "qkv": FloatProjection(np.asarray(kernel), np.asarray(bias),
+                                       name=f"{self.name}_qkv"),
+                "output": None, "softmax_scale": softmax_scale}
+        return [p for p in (self._inference["qkv"], self._inference["output"]) if p is not None]
+
+    def use_training_projections(self):
+        """Back to the layer's own variables."""
+        self._inference = None
+
+    def _project_qkv(self, flat_inputs):
+        """[B * S, D] -> query|key|value [B * S, 3D] and the scale left for the scores."""
+        if self._inference is not None:
+            qkv = ops.cast(self._inference["qkv"](flat_inputs), self.compute_dtype)
+            return qkv, self._inference["softmax_scale"]
+        kernel, bias, softmax_scale = self._fused_qkv_weights()  # [D, 3D], [3D]
+        # bias_add (not +) so the bias gradient is one BiasAddGrad kernel.
+        return tf.nn.bias_add(ops.matmul(flat_inputs, kernel), bias), softmax_scale
+
     def call(self, inputs, attention_bias=None, training=None):
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        kernel, bias, softmax_scale = self._fused_qkv_weights()  # [D, 3D], [3D]
         flat_inputs = ops.reshape(inputs, (-1, inputs.shape[-1]))  # [B * S, D]
-        # bias_add (not +) so the bias gradient is one BiasAddGrad kernel.
-        qkv = tf.nn.bias_add(ops.matmul(flat_inputs, kernel), bias)  # [B * S, 3D]
+        qkv, softmax_scale = self._project_qkv(flat_inputs)  # [B * S, 3D]
         qkv = ops.reshape(
             qkv, (batch, length, 3, self.num_heads, self.head_size))  # [B, S, 3, N, H]
         # One transpose for all three instead of one each.
@@ -102,7 +151,10 @@ class BertSelfAttention(keras.layers.Layer):
         context = tf.linalg.matmul(probs, value)  # [B, N, S, H]
         context = ops.transpose(context, (0, 2, 1, 3))  # [B, S, N, H]
         context = ops.reshape(context, (-1, self.hidden_size))  # [B * S, D]
-        output = self.attention_output(context)  # [B * S, D]
+        if self._inference is None or self._inference["output"] is None:
+            output = self.attention_output(context)  # [B * S, D]
+        else:
+            output = ops.cast(self._inference["output"](context), self.compute_dtype)
         return ops.reshape(output, (batch, length, self.hidden_size))  # [B, S, D]
 
     def compute_output_shape(self, inputs_shape, attention_bias_shape=None):

@@ -7,6 +7,7 @@ from bert_tf.layers.activations import get_activation
 from bert_tf.layers.bert_dropout import BertDropout
 from bert_tf.layers.bert_layer_norm import BertLayerNorm
 from bert_tf.layers.bert_self_attention import BertSelfAttention
+from bert_tf.layers.inference_projections import dense_projection
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -43,6 +44,9 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        # {"intermediate", "output": Int8Projection} while int8 inference
+        # projections are on (see `bert_tf.layers.inference_projections`).
+        self._int8 = None
 
     def build(self, inputs_shape, attention_bias_shape=None):
         initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
@@ -73,13 +77,42 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(inputs_shape)
         self.built = True
 
+    def use_inference_projections(self, quantization=None) -> list:
+        """Projections made once from the weights, for inference; returns them.
+
+        Float: the attention's fused query|key|value kernel (the feed-forward
+        layers need none). Int8: every projection of the block.
+
+        Args:
+          quantization: None or "int8".
+        """
+        projections = self.self_attention.use_inference_projections(quantization)
+        if quantization == "int8":
+            self._int8 = {
+                "intermediate": dense_projection(self.intermediate,
+                                                 f"{self.name}_intermediate_int8"),
+                "output": dense_projection(self.output_dense, f"{self.name}_output_int8")}
+            projections += list(self._int8.values())
+        return projections
+
+    def use_training_projections(self):
+        """Back to the layer's own variables."""
+        self._int8 = None
+        self.self_attention.use_training_projections()
+
+    def _feed_forward(self, attended):
+        """[B * S, D] -> [B * S, D], before dropout."""
+        if self._int8 is None:
+            return self.output_dense(self.intermediate(attended))
+        hidden = self.intermediate.activation(self._int8["intermediate"](attended))
+        return ops.cast(self._int8["output"](hidden), self.compute_dtype)
+
     def call(self, inputs, attention_bias=None, training=None):
         attended = self.self_attention(inputs, attention_bias, training=training)
         attended = self.attention_dropout_layer(attended, training=training)
         attended = self.attention_layer_norm(inputs + attended)  # [B, S, D]
         attended = ops.reshape(attended, (-1, self.hidden_size))  # [B * S, D]
-        hidden = self.intermediate(attended)  # [B * S, I]
-        hidden = self.output_dense(hidden)  # [B * S, D]
+        hidden = self._feed_forward(attended)  # [B * S, D] (through [B * S, I])
         hidden = self.output_dropout(hidden, training=training)
         outputs = self.output_layer_norm(attended + hidden)  # [B * S, D]
         return ops.reshape(outputs, ops.shape(inputs))  # [B, S, D]
