@@ -8,7 +8,7 @@ and predicts as before on exit.
 
 - float (`quantization=None`): the query, key and value kernels concatenated
   once (training concatenates them at every call, so that the gradient reaches
-  the three variables; at batch 1 the copies cost ~15 % of a request).
+  the three variables; at batch 1 that copy was the second-largest op of a request).
 - int8 (`quantization="int8"`): every projection of the block as an int8
   matmul (`Int8Projection`).
 
