@@ -15,12 +15,15 @@ from research.benchmarks import memory_curve, memory_curve_report
 from tests.helpers import require_shared
 
 # The bound of the test run: no sample of anonymous resident memory from the CI
-# profile's warm-up step (150) to 300 more than 2 % (about 13 MB of 665) above the memory
+# profile's warm-up step (150) to 300 more than 3 % (about 20 MB of 655) above the memory
 # at that step, none more than 5 % away from it (the criterion for 3,000 steps; a
-# run of 300 has fewer steps to leak over). A retrace of the evaluation step at every
-# evaluation (a deliberate regression) grew the run's memory by 14 % before traced graphs
-# were freed, and still by 4.9 % after (2026-11-27).
-GROWTH_BOUND = 0.02
+# run of 300 has fewer steps to leak over). The trainer hands freed heap memory back to the
+# OS at every checkpoint (every 10 steps here), so memory saws by about 1-2 % between
+# them: one run peaked at +2.1 % mid-run and ended at -0.2 % (2026-11-27), hence 3 %, not
+# 2 %. A retrace of the evaluation step at every evaluation (a deliberate regression) grew
+# the run's memory by 14 % before traced graphs were freed, and still by 4.9 % after
+# (2026-11-27, before the heap release).
+GROWTH_BOUND = 0.03
 
 
 def _samples(steps_and_mb):
