@@ -17,15 +17,12 @@ from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import versions, warmup
 from bert_tf.export.serving_module import build_serving_module
-from bert_tf.layers.inference_projections import inference_projections
+from bert_tf.layers.inference_projections import check_quantization, inference_projections
 from bert_tf.text import tokenizer_contract as contracts
 from bert_tf.text.tokenizer import BertTokenizer
 from bert_tf.version import __version__
 
 METADATA_FILE = "bert_tf_export.json"
-# What `quantization` may be: None (the model's own dtype) or "int8" (see
-# `bert_tf.layers.inference_projections`).
-QUANTIZATIONS = (None, "int8")
 
 
 def export_metadata(model, tokenizer: BertTokenizer, record: TaskRecord, signatures,
@@ -64,12 +61,6 @@ def _write_json(path, values):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2, sort_keys=True)
-
-
-def check_quantization(quantization: str | None) -> None:
-    """Raises ValueError unless `quantization` is one of `QUANTIZATIONS`."""
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization {quantization!r}: expected one of {QUANTIZATIONS}")
 
 
 def export_model(model, tokenizer: BertTokenizer, export_base: str, record: TaskRecord,

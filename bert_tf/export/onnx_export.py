@@ -32,12 +32,12 @@ from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import kinds, versions
 from bert_tf.export.onnx_inputs import INPUT_NAMES, METADATA_FILE, MODEL_FILE, VOCAB_FILE
 from bert_tf.export.serving_module import SERVING_PAD_MULTIPLE
+from bert_tf.layers.inference_projections import check_quantization
 from bert_tf.optional_imports import import_optional
 from bert_tf.text.segment_packer import SegmentPacker
 from bert_tf.version import __version__
 
 OPSET = 17
-ONNX_QUANTIZATIONS = (None, "int8")
 _PIP = "'bert_tf[onnx]'"
 
 
@@ -138,8 +138,7 @@ def export_onnx(model, tokenizer, export_base: str, record: TaskRecord,
       ValueError: `quantization` is unknown.
       FileExistsError: the version exists.
     """
-    if quantization not in ONNX_QUANTIZATIONS:
-        raise ValueError(f"quantization {quantization!r}: expected one of {ONNX_QUANTIZATIONS}")
+    check_quantization(quantization)
     tf2onnx = import_optional("tf2onnx", "tf2onnx", "the ONNX export", _PIP)
     import_optional("onnx", "onnx", "the ONNX export", _PIP)
     if quantization == "int8":
@@ -183,7 +182,6 @@ def export_onnx_model_dir(model_dir: str, export_base: str, version: int | None 
     """
     from bert_tf.export.exporter import load_model_dir
 
-    if quantization not in ONNX_QUANTIZATIONS:
-        raise ValueError(f"quantization {quantization!r}: expected one of {ONNX_QUANTIZATIONS}")
+    check_quantization(quantization)
     model, tokenizer, record = load_model_dir(model_dir, max_seq_length)
     return export_onnx(model, tokenizer, export_base, record, version, quantization)

@@ -123,6 +123,12 @@ class FloatProjection(tf.Module):
 QUANTIZATIONS = (None, "int8")
 
 
+def check_quantization(quantization: str | None) -> None:
+    """Raises ValueError unless `quantization` is one of `QUANTIZATIONS`."""
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization {quantization!r}: expected one of {QUANTIZATIONS}")
+
+
 @contextlib.contextmanager
 def inference_projections(encoder, quantization: str | None = None) -> Iterator[list]:
     """Runs every Transformer block of `encoder` on inference projections inside the context.
@@ -137,8 +143,7 @@ def inference_projections(encoder, quantization: str | None = None) -> Iterator[
     Raises:
       ValueError: `quantization` is not one of `QUANTIZATIONS`.
     """
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization {quantization!r}: expected one of {QUANTIZATIONS}")
+    check_quantization(quantization)
     blocks = list(encoder.transformer_layers)
     projections = []
     try:
