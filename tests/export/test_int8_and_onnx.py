@@ -34,6 +34,20 @@ def test_int8_projection_is_close_to_the_float_matmul_for_signed_inputs():
     assert np.abs(flat - (np.ones((2, 64)) @ kernel + bias)).max() < 0.02
 
 
+def test_int8_columns_keep_their_precision_whatever_the_other_columns_scale():
+    # A fused query|key|value kernel: a third of the columns 20x smaller than the rest.
+    # With one scale per kernel they would get 3 of int8's 8 bits (errors near 20 %).
+    rng = np.random.default_rng(1)
+    column_size = np.r_[np.full(16, 0.05), np.full(32, 1.0)].astype(np.float32)
+    kernel = (rng.normal(0, 1, (64, 48)) * column_size).astype(np.float32)
+    inputs = rng.normal(0.3, 1, (20, 64)).astype(np.float32)
+    expected = inputs @ kernel
+    got = Int8Projection(kernel)(tf.constant(inputs)).numpy()
+    small = slice(0, 16)
+    error = np.abs(got[:, small] - expected[:, small]).max() / np.abs(expected[:, small]).max()
+    assert error < 0.03, error
+
+
 @pytest.fixture(scope="module")
 def classifier_dir(tmp_path_factory, tokenizer, vocab_file):
     """A tiny MRPC-style classifier saved as a bert_tf model directory."""

@@ -61,6 +61,7 @@ def test_minilm_export_matches_keras_and_reference(minilm_dir, reference_file, t
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_saved_model_cli_show_and_run(exports):
     _, _, path = exports["classifier"]
     shown = _run([sys.executable, "-m", "tensorflow.python.tools.saved_model_cli",

@@ -16,7 +16,7 @@ import pytest
 from bert_tf.text.segment_packer import SegmentPacker
 
 # Each test reads the outputs of one fresh-process run of every export.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 TOL = 1e-5
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -19,6 +19,7 @@ FRESH_PROCESS_PREDICT = os.path.join(REPO, "tests", "export", "fresh_process_pre
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_feature_based_ner_trains_evaluates_predicts_exports_and_serves(
         tiny_checkpoint, tmp_path, shared_file, capsys):
     model_dir = tmp_path / "ner_features"

@@ -81,6 +81,7 @@ def test_packing_is_refused_for_squad_naming_the_key(tiny_checkpoint, shared_fil
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_glue_packed_trains_evaluates_and_exports_plain(tiny_checkpoint, tmp_path, shared_file):
     shared_file("glue", "SST-2", "train.tsv")
     model_dir = tmp_path / "sst2"
@@ -132,6 +133,7 @@ def yaml_params(model_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_packed_run_resumes_exactly_past_damaged_checkpoints(tiny_checkpoint, tmp_path, caplog):
     from tests.checkpoints.test_damaged_checkpoints import flip_a_byte, truncate_index
 

@@ -11,6 +11,7 @@ from bert_tf import sweep
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sweep_runs_the_grid_and_keeps_the_best(tiny_checkpoint, tmp_path, shared_file,
                                                 capsys):
     shared_file("glue", "SST-2", "train.tsv")

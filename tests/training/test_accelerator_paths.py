@@ -35,6 +35,11 @@ SEED = 3
 # Every kind of training the trainer runs: (task, data section).
 KINDS = ("pretraining_packed", "pretraining_unpacked", "classifier", "regressor",
          "span_labeler", "token_classifier", "multiple_choice")
+# The fast suite runs the kinds with the most distinct steps (packed MLM+NSP, and
+# [B, C, S] choices); the second test command (-m long) repeats the tests on the rest.
+FAST_KINDS = ("pretraining_packed", "multiple_choice")
+KIND_CASES = [kind if kind in FAST_KINDS else pytest.param(kind, marks=pytest.mark.long)
+              for kind in KINDS]
 # Steps per train-loop call: one step at a time, then a loop of two (steps_per_loop > 1).
 LOOPS = (1, 1, 2)
 # XLA fuses elementwise ops, orders reductions its own way and has its own exp,
@@ -214,7 +219,7 @@ def runs(request, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KIND_CASES)
 def test_xla_trains_as_the_default_path_and_resumes_exactly(runs, kind):
     _, default_losses, _ = runs.get(kind, jit_compile=False)
     trainer, xla_losses, resumed = runs.get(kind, jit_compile=True)
@@ -332,7 +337,7 @@ def test_a_tpu_run_with_dynamic_padding_is_refused_in_one_line():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KIND_CASES)
 def test_the_train_step_has_what_a_tpu_compiles(runs, kind):
     trainer, _, _ = runs.get(kind, jit_compile=False)
     spec = trainer.iterator.element_spec

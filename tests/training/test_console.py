@@ -7,7 +7,7 @@ trains anyway; this file checks that --verbose lets the noise through.
 import pytest
 from conftest import run_train, train_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 NOISE = ("failed call to cuInit", "oneDNN supports", "Sharding callback duration")
 

@@ -77,6 +77,7 @@ def _train_in_process(config, model_dir):
     return train.run(task_class, experiment, str(model_dir))
 
 
+@pytest.mark.long
 def test_a_failing_evaluation_keeps_the_steps_before_it(write_config, tmp_path, bert_corpus,
                                                         capsys, caplog):
     eval_file = tmp_path / "eval" / "held_out.txt"

@@ -325,6 +325,7 @@ def test_nsp_without_sentence_pairs_is_refused_naming_both_keys(write_config, tm
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_an_mlm_only_run_trains_evaluates_and_fine_tunes(write_config, tmp_path, shared_file):
     run_dir = tmp_path / "mlm_only"
     assert train_in_process(write_config(), run_dir, "model.use_nsp=false",
