@@ -95,26 +95,22 @@ class BertSelfAttention(keras.layers.Layer):
 
         Float: the fused query|key|value kernel and bias (the query scale folded
         in, as in training). Int8: that kernel and the output projection as
-        `Int8Projection`s; the query scale is not folded in, since with one scale
-        per kernel a query part 8x smaller than the key and value parts would
-        lose 3 bits, and the scores are scaled instead.
+        `Int8Projection`s (one scale per column, so the folded query scale costs
+        no precision).
 
         Args:
           quantization: None or "int8".
         """
-        layers = (self.query, self.key, self.value)
+        kernel, bias, softmax_scale = self._fused_qkv_weights()  # [D, 3D], [3D]
+        kernel, bias = np.asarray(kernel, np.float32), np.asarray(bias, np.float32)
         if quantization == "int8":
-            kernel = np.concatenate([layer.kernel.numpy() for layer in layers], axis=1)  # [D, 3D]
-            bias = np.concatenate([layer.bias.numpy() for layer in layers])  # [3D]
             self._inference = {
                 "qkv": Int8Projection(kernel, bias, name=f"{self.name}_qkv_int8"),
                 "output": dense_projection(self.attention_output, f"{self.name}_output_int8"),
-                "softmax_scale": 1.0 / math.sqrt(self.head_size)}
+                "softmax_scale": softmax_scale}
         else:
-            kernel, bias, softmax_scale = self._fused_qkv_weights()
             self._inference = {
-                "qkv": FloatProjection(np.asarray(kernel), np.asarray(bias),
-                                       name=f"{self.name}_qkv"),
+                "qkv": FloatProjection(kernel, bias, name=f"{self.name}_qkv"),
                 "output": None, "softmax_scale": softmax_scale}
         return [p for p in (self._inference["qkv"], self._inference["output"]) if p is not None]
 

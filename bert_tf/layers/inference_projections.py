@@ -13,9 +13,9 @@ and predicts as before on exit.
   matmul (`Int8Projection`).
 
 The int8 scheme is dynamic quantization, as ONNX Runtime's `quantize_dynamic`:
-weights are int8, symmetric, one scale per tensor, made once from the float
-kernel; activations are quantized per call to uint8 over their own [min, max]
-range. TensorFlow's `QuantizedMatMulWithBiasAndDequantize` (a core op with a
+weights are int8, symmetric, one scale per output column (per channel), made
+once from the float kernel; activations are quantized per call to uint8 over
+their own [min, max] range. TensorFlow's `QuantizedMatMulWithBiasAndDequantize` (a core op with a
 oneDNN kernel on x86-64) multiplies uint8 by int8 and returns float32. Its
 asymmetric input mode (`MIN_FIRST`) gives wrong results for inputs with
 negative values here, so the activation is shifted to start at zero and
@@ -42,7 +42,7 @@ _MIN_RANGE = 1e-6
 
 
 class Int8Projection(tf.Module):
-    """`x @ kernel + bias` with an int8 kernel and uint8 activations.
+    """`x @ kernel + bias` with an int8 kernel (one scale per output column) and uint8 activations.
 
     Args:
       kernel: float [K, N] weights.
@@ -55,20 +55,21 @@ class Int8Projection(tf.Module):
         kernel = np.asarray(kernel, np.float32)
         if kernel.ndim != 2:
             raise ValueError(f"{name}: kernel must be [K, N], got shape {kernel.shape}")
-        max_abs = float(np.abs(kernel).max()) or 1.0
-        quantized = np.clip(np.round(kernel * (INT8_LIMIT / max_abs)),
-                            -INT8_LIMIT, INT8_LIMIT).astype(np.int8)
-        # Column sums of the kernel as the int8 matmul sees it (dequantized).
-        column_sums = quantized.astype(np.float64).sum(axis=0) * (max_abs / INT8_LIMIT)
-        bias = np.zeros(kernel.shape[1], np.float32) if bias is None else bias
+        max_abs = np.abs(kernel).max(axis=0)  # [N]
+        scale = (np.where(max_abs > 0, max_abs, 1.0) / INT8_LIMIT).astype(np.float32)  # [N]
+        quantized = np.clip(np.round(kernel / scale), -INT8_LIMIT, INT8_LIMIT).astype(np.int8)
+        bias = np.zeros(kernel.shape[1], np.float32) if bias is None else np.asarray(bias)
         with self.name_scope:
             # int8 variables: TensorFlow cannot save variables of quantized dtypes.
             self.kernel = tf.Variable(quantized, trainable=False, name="kernel")
-            self.max_abs = tf.Variable(max_abs, dtype=tf.float32, trainable=False,
-                                       name="max_abs")
-            self.column_sums = tf.Variable(column_sums.astype(np.float32), trainable=False,
-                                           name="column_sums")
-            self.bias = tf.Variable(np.asarray(bias, np.float32), trainable=False, name="bias")
+            # The op takes one weight range, so it multiplies in units of one int8 step
+            # (range +-127) and the columns' scales come after; the bias and the column
+            # sums are in those units too.
+            self.column_scale = tf.Variable(scale, trainable=False, name="column_scale")
+            self.column_sums = tf.Variable(quantized.astype(np.float32).sum(axis=0),
+                                           trainable=False, name="column_sums")
+            self.bias = tf.Variable((bias / scale).astype(np.float32), trainable=False,
+                                    name="bias")
 
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
         """[M, K] float (any float dtype) -> [M, N] float32."""
@@ -78,13 +79,14 @@ class Int8Projection(tf.Module):
         activations = tf.raw_ops.QuantizeV2(
             input=inputs - low, min_range=0.0, max_range=span, T=tf.quint8, mode="SCALED")
         bias = self.bias + low * self.column_sums  # [N]: the shift, given back
-        return tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+        steps = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
             a=activations.output, b=tf.bitcast(self.kernel, tf.qint8), bias=bias,
             min_a=activations.output_min, max_a=activations.output_max,
-            min_b=-self.max_abs, max_b=self.max_abs,
+            min_b=-INT8_LIMIT, max_b=INT8_LIMIT,
             # Unused when the output is dequantized to float32.
             min_freezed_output=-1.0, max_freezed_output=1.0,
             Toutput=tf.float32, input_quant_mode="SCALED")
+        return steps * self.column_scale
 
 
 def dense_projection(dense, name: str) -> Int8Projection:
