@@ -1,8 +1,8 @@
 """`python -m bert_tf.demo`: pretrain a BERT-mini-sized model from scratch, offline.
 
 The README's main job: a BERT of BERT-mini's size (L4/H256/A4) learns masked
-LM and next-sentence prediction on a Wikipedia excerpt, 400 steps of batch
-128 at length 128; how long that takes depends on the CPU (the log shows the
+LM and next-sentence prediction on a Wikipedia excerpt, 800 steps of batch
+64 at length 128; how long that takes depends on the CPU (the log shows the
 progress and an ETA from the first steps on). It
   1. finds the Wikipedia pages-articles excerpt that the `gensim` wheel ships
      in its test data (the `demo` extra installs gensim), with importlib.resources;
@@ -11,11 +11,12 @@ progress and an ETA from the first steps on). It
   3. learns an uncased WordPiece vocabulary on it;
   4. pretrains the packaged `pretrain/demo` config (MLM + NSP) with the trainer,
      leaving checkpoints and TensorBoard logs in --model_dir;
-  5. ends with one screen: held-out MLM and NSP accuracy at the first and the
-     last evaluation, where the checkpoints and curves are, and what to do
-     next: the TensorBoard command, the command that exports the encoder as a
-     raw-text SavedModel, and where the evidence of what pretraining buys is
-     documented.
+  5. ends with one screen: held-out MLM and NSP accuracy at every evaluation,
+     beside what a model that learned nothing scores on the same held-out
+     batches (always answering the most frequent token, and the more frequent
+     NSP label), where the checkpoints and curves are, and what to do next: the
+     TensorBoard command, the command that exports the encoder as a raw-text
+     SavedModel, and where the evidence of what pretraining buys is documented.
 Running it again resumes the run (steps 2 and 3 are skipped when their files exist).
 """
 
@@ -71,9 +72,47 @@ def prepare_corpus(dump, corpus_dir, vocab_size):
     return text_path, vocab_path
 
 
-def _percent(points, index):
-    step, value = points[index]
-    return f"{100 * value:5.1f} % at step {step:,}"
+# At most this many evaluations on the screen: evenly spaced, always the last.
+SCREEN_EVALUATIONS = 10
+NSP_ANSWERS = {0: "is next", 1: "not next"}
+
+
+def _evaluations_to_show(steps):
+    stride = -(-len(steps) // SCREEN_EVALUATIONS)  # ceil
+    shown = steps[::stride]
+    return shown if shown[-1] == steps[-1] else shown + [steps[-1]]
+
+
+def accuracy_table(held_out, guesses, vocab):
+    """The screen's held-out accuracy rows, ending with what a constant answer scores.
+
+    Args:
+      held_out: `{tag: [(step, value), ...]}` of the run's `eval/` summaries.
+      guesses: `PretrainingTask.constant_guesses` for the same held-out batches.
+      vocab: the WordPiece vocabulary, to name the guessed token.
+
+    Returns:
+      The rows, each a string.
+    """
+    columns = [tag for tag in ("mlm_accuracy", "nsp_accuracy") if held_out.get(tag)]
+    values = {tag: dict(held_out[tag]) for tag in columns}
+    steps = sorted(set().union(*values.values()))
+    titles = {"mlm_accuracy": "masked LM", "nsp_accuracy": "next sentence"}
+    rows = [f"{'held-out accuracy':<22} {'step':>6}" +
+            "".join(f"{titles[tag]:>15}" for tag in columns)]
+    for step in _evaluations_to_show(steps):
+        cells = [f"{100 * values[tag][step]:13.1f} %" if step in values[tag] else " " * 15
+                 for tag in columns]
+        rows.append(f"{'':<22} {step:>6,}" + "".join(cells))
+    if all(tag in guesses for tag in columns):
+        rows.append(f"{'':<22} {'guess':>6}" +
+                    "".join(f"{100 * guesses[tag].accuracy:13.1f} %" for tag in columns))
+        answers = {"mlm_accuracy": f"always {vocab[guesses['mlm_accuracy'].label]!r}",
+                   "nsp_accuracy": f"always {NSP_ANSWERS[guesses['nsp_accuracy'].label]!r}"
+                                   if "nsp_accuracy" in guesses else ""}
+        rows.append(f"{'':<22} (guess: what a model that learned nothing scores, "
+                    f"{' and '.join(answers[tag] for tag in columns)})")
+    return rows
 
 
 def export_dir(model_dir):
@@ -81,7 +120,7 @@ def export_dir(model_dir):
     return os.path.join("exports", os.path.basename(os.path.normpath(model_dir)) or "demo")
 
 
-def summary_screen(model_dir, experiment, seconds):
+def summary_screen(model_dir, experiment, seconds, guesses=None):
     """The demo's last screen: what was trained, what it learned, where it is, what next.
 
     Every command it prints runs on an install of bert_tf with the demo extra.
@@ -90,6 +129,8 @@ def summary_screen(model_dir, experiment, seconds):
       model_dir: the run directory.
       experiment: the resolved pretraining experiment.
       seconds: wall time of this invocation.
+      guesses: `PretrainingTask.constant_guesses` on the held-out batches, shown
+        under the accuracies as the floor to read them against.
 
     Returns:
       The screen as one string.
@@ -104,13 +145,11 @@ def summary_screen(model_dir, experiment, seconds):
              f"{'model':<22} BERT {shape}, vocab {encoder.vocab_size:,}, MLM + NSP from scratch,",
              f"{'':<22} {trainer.train_steps:,} steps of batch {trainer.global_batch_size} "
              f"at length {experiment.data.max_seq_length} ({seconds / 60:.1f} min this run)"]
-    names = (("mlm_accuracy", "held-out MLM accuracy", ""),
-             ("nsp_accuracy", "held-out NSP accuracy", "  (chance: 50 %)"))
-    for tag, label, note in names:
-        points = held_out.get(tag)
-        if points:
-            lines.append(f"{label:<22} {_percent(points, 0)}  ->  {_percent(points, -1)}{note}")
-    if not held_out:
+    if held_out:
+        with open(experiment.data.vocab_file, encoding="utf-8") as f:
+            vocab = f.read().splitlines()
+        lines += accuracy_table(held_out, guesses or {}, vocab)
+    else:
         lines.append("held-out accuracy      no evaluation was run (trainer.eval_every, "
                      "data.eval_holdout_every)")
     run = shlex.quote(model_dir)
@@ -167,8 +206,14 @@ def main(argv=None):
     task_class, experiment = tasks.load_experiment(args.config, overrides)
     started = time.monotonic()
     code = train.run(task_class, experiment, args.model_dir)
+    seconds = time.monotonic() - started
     if code == 0:
-        print(summary_screen(args.model_dir, experiment, time.monotonic() - started))
+        task, trainer = task_class(experiment), experiment.trainer
+        guesses = {}
+        if task.has_eval_data and trainer.eval_every:
+            guesses = task.constant_guesses(
+                trainer.eval_batch_size or trainer.global_batch_size, trainer.eval_steps)
+        print(summary_screen(args.model_dir, experiment, seconds, guesses))
     return code
 
 

@@ -192,18 +192,20 @@ class WeightsFormat(CheckpointFormat):
 
 
 class NativeFormat(WeightsFormat):
-    """bert_tf's own directories (`native`), also training runs' `model_dir`s."""
+    """bert_tf's own directories (`native`), also training runs' `model_dir`s (their newest
+    checkpoint that reads back), or one checkpoint of them (`run/ckpt-680`)."""
 
     name = "bert_tf"
 
     def detect(self, path):
-        return native.is_native(path)
+        return native.is_native(path) or native.is_native_checkpoint(path)
 
     def describe(self, path, hidden_act=None):
         # The recorded config and contract are exact: `hidden_act` is not applied.
-        metadata = native.read_metadata(path)
+        directory = _source_dir(path)
+        metadata = native.read_metadata(directory)
         config = EncoderConfig.from_dict(metadata["encoder_config"],
-                                         source=os.path.join(path, native.METADATA_NAME))
+                                         source=os.path.join(directory, native.METADATA_NAME))
         return CheckpointInfo(self.name, config, metadata.get("tokenizer"),
                               _shipped_vocab(path))
 
@@ -211,7 +213,9 @@ class NativeFormat(WeightsFormat):
         return self.describe(path).encoder_config, None
 
     def read_arrays(self, path, slots):
-        return native.read_newest_arrays(path, slots)[1]
+        if os.path.isdir(path):
+            return native.read_newest_arrays(path, slots)[1]
+        return native.read_chosen_arrays(path, slots)
 
     def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
         if tokenizer_contract is None and vocab_file:

@@ -37,6 +37,12 @@ def is_native(path):
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, METADATA_NAME))
 
 
+def is_native_checkpoint(path):
+    """Whether `path` names one checkpoint (e.g. `run/ckpt-680`) of a bert_tf directory."""
+    return (not os.path.isdir(path) and os.path.isfile(path + ".index")
+            and is_native(os.path.dirname(path) or "."))
+
+
 def model_metadata(model, tokenizer_contract=None, record=None):
     """The `bert_tf_model.json` object of `model` (encoder or task model).
 
@@ -183,6 +189,23 @@ def weights_prefixes(directory):
 def weights_prefix(directory):
     """The newest training checkpoint in `directory`, else its saved weights (not read)."""
     return weights_prefixes(directory)[0]
+
+
+def read_chosen_arrays(prefix, slots):
+    """The arrays of the one checkpoint `prefix` names (no fallback to another step).
+
+    Raises:
+      readable.CheckpointReadError: it does not read back (the message names the file).
+    """
+    try:
+        readable.read_every_tensor(prefix)
+    except tf.errors.OpError as error:
+        damage = readable.damage_of(prefix, error)
+        raise readable.CheckpointReadError(
+            f"checkpoint {prefix} does not read back ({damage}); name another checkpoint of "
+            f"{os.path.dirname(prefix)}, or the directory for its newest that reads back"
+        ) from None
+    return read_arrays(prefix, slots)
 
 
 def read_newest_arrays(directory, slots):

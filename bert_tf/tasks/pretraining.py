@@ -11,6 +11,7 @@ over the number of examples in the global batch. Summing the replicas' losses
 batch, whatever the replica count.
 """
 
+import collections
 import dataclasses
 
 import tensorflow as tf
@@ -109,6 +110,14 @@ def masking_fractions(data: PretrainingDataConfig) -> MaskingFractions:
 PretrainingExperiment = experiment_class(
     "PretrainingExperiment", "pretraining", PretrainingModelConfig, PretrainingDataConfig,
     "A whole pretraining run: one YAML file in `configs/pretrain/`.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantGuess:
+    """A label given as the answer to every held-out example, and its accuracy."""
+
+    label: int  # a token id for masked LM; for NSP 0 (is next) or 1 (random)
+    accuracy: float
 
 
 def _nsp_weights(labels):
@@ -277,6 +286,34 @@ class PretrainingTask(Task):
         """Endless held-out batches, the same in every run (fixed seed)."""
         return self._dataset(input_context, global_batch_size, evaluation=True,
                              seed=self.data.seed + 1)
+
+    def constant_guesses(self, batch_size: int, steps: int) -> dict[str, ConstantGuess]:
+        """The floor a model must beat: the best constant answer on the held-out batches.
+
+        Counts the labels of the first `steps` held-out batches of `batch_size`,
+        the batches the trainer evaluates on, and returns for `mlm_accuracy`
+        (and `nsp_accuracy` with NSP) the label that is right most often and
+        the accuracy of always answering it.
+
+        Args:
+          batch_size: the evaluation batch size (`trainer.eval_batch_size` or,
+            when 0, `trainer.global_batch_size`).
+          steps: the number of held-out batches (`trainer.eval_steps`).
+        """
+        masked_tokens, next_sentence = collections.Counter(), collections.Counter()
+        for _, labels in self.eval_dataset(None, batch_size).take(steps):
+            counted = labels["masked_lm_weights"].numpy() > 0  # [B, P]
+            masked_tokens.update(labels["masked_lm_ids"].numpy()[counted].tolist())
+            if "next_sentence_labels" in labels:
+                counted = _nsp_weights(labels).numpy() > 0  # [B] or packed [B, K]
+                next_sentence.update(labels["next_sentence_labels"].numpy()[counted].tolist())
+        guesses = {}
+        for metric, counts in (("mlm_accuracy", masked_tokens),
+                               ("nsp_accuracy", next_sentence)):
+            if counts:
+                label, hits = counts.most_common(1)[0]
+                guesses[metric] = ConstantGuess(label, hits / counts.total())
+        return guesses
 
     # -- loss and metrics ----------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import bert_tf
-from bert_tf.checkpoints import native, readable, weight_map
+from bert_tf.checkpoints import loading, native, readable, weight_map
 from bert_tf.models import BertEncoder
 from tests.helpers import TINY
 
@@ -128,3 +128,27 @@ def test_load_encoder_reads_the_newest_run_checkpoint_that_reads_back(tmp_path, 
     assert len(warning) == 1 and "ckpt-2" in warning[0] and "ckpt-1 instead" in warning[0]
     # Readers leave the damaged checkpoint where it is.
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+
+
+def test_one_named_run_checkpoint_loads_that_step_or_fails_naming_it(tmp_path):
+    encoder = BertEncoder.from_encoder_config(TINY)
+    native.write_metadata(encoder, str(tmp_path))
+    checkpoint = tf.train.Checkpoint(weights=native.weights_dict(encoder))
+    manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=3)
+    expected = {}
+    for step in (1, 2, 3):
+        for slot in weight_map.encoder_slots(encoder):
+            slot.variable.assign(tf.random.normal(slot.variable.shape, seed=step))
+        expected[step] = {s.name: s.variable.numpy() for s in weight_map.encoder_slots(encoder)}
+        manager.save(checkpoint_number=step)
+    chosen = os.path.join(str(tmp_path), "ckpt-2")
+    assert loading.detect_format(chosen) == "bert_tf"
+    loaded = bert_tf.load_encoder(chosen)
+    for slot in weight_map.encoder_slots(loaded):
+        np.testing.assert_array_equal(slot.variable.numpy(), expected[2][slot.name])
+    # A named checkpoint that does not read back is an error, never another step's weights.
+    flip_a_byte(chosen)
+    with pytest.raises(readable.CheckpointReadError) as raised:
+        bert_tf.load_encoder(chosen)
+    assert f"checkpoint {chosen} does not read back" in str(raised.value)
+    assert "Checksum does not match" in str(raised.value)

@@ -1,30 +1,17 @@
 """Held-out evaluation at fixed settings (`data.eval_*`) whatever the training settings."""
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import config as config_lib
-from bert_tf.tasks.pretraining import PretrainingExperiment, PretrainingTask
+from bert_tf.tasks.pretraining import PretrainingTask
 
 
 @pytest.fixture
-def experiment(bert_corpus, shared_file):
-    values = {
-        "task": "pretraining",
-        "model": {"encoder": {"vocab_size": 30522, "hidden_size": 16, "num_layers": 1,
-                              "num_heads": 2, "intermediate_size": 32,
-                              "max_position_embeddings": 64}},
-        "data": {"train_files": [os.path.join(bert_corpus, "*.txt")],
-                 "vocab_file": shared_file("vocab", "bert-base-uncased-vocab.txt"),
-                 "max_seq_length": 32, "max_predictions_per_seq": 5,
-                 "documents_per_window": 4, "shuffle_buffer_size": 16,
-                 "eval_holdout_every": 5},
-    }
-    return config_lib.from_dict(PretrainingExperiment, values)
+def experiment(pretraining_experiment):
+    return pretraining_experiment
 
 
 def _with_data(experiment, **data):

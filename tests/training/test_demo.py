@@ -58,10 +58,12 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path, monkeypatch, capsys)
     # The last screen: held-out accuracies at the first and last evaluation,
     # where everything is, and next steps that work on a demo install.
     screen = result.stdout[result.stdout.index("bert_tf demo: what you got"):]
-    assert re.search(r"held-out MLM accuracy +[\d.]+ % at step 2 +-> +[\d.]+ % at step 4",
-                     screen)
-    assert re.search(r"held-out NSP accuracy +[\d.]+ % at step 2 +-> +[\d.]+ % at step 4",
-                     screen)
+    # Every evaluation, then the floor measured on the same held-out batches.
+    assert re.search(r"held-out accuracy +step +masked LM +next sentence\n"
+                     r" +2 +[\d.]+ % +[\d.]+ %\n +4 +[\d.]+ % +[\d.]+ %\n"
+                     r" +guess +[\d.]+ % +(4\d|5\d)\.\d %\n"
+                     r" +\(guess: what a model that learned nothing scores, always '[^']+' and "
+                     r"always '(is next|not next)'\)", screen)
     assert f"checkpoints            {model_dir}" in screen
     assert f"TensorBoard            tensorboard --logdir {model_dir}" in screen
     assert f"{demo.EVIDENCE_DOC} in the bert_tf repository" in screen
@@ -90,3 +92,22 @@ def test_the_demo_screen_prints_only_commands_a_demo_install_has(tmp_path):
     assert all(importlib.util.find_spec(module) for module in modules)
     assert "research" not in screen
     assert "tensorboard --logdir " in screen  # tensorboard is a core dependency
+
+
+def test_the_accuracy_table_shows_each_evaluation_beside_the_constant_guess():
+    from bert_tf.tasks.pretraining import ConstantGuess
+
+    held_out = {"mlm_accuracy": [(100, 0.066), (200, 0.092), (300, 0.111)],
+                "nsp_accuracy": [(100, 0.511), (200, 0.511), (300, 0.584)]}
+    guesses = {"mlm_accuracy": ConstantGuess(2, 0.0507), "nsp_accuracy": ConstantGuess(1, 0.5107)}
+    rows = demo.accuracy_table(held_out, guesses, ["[PAD]", "[UNK]", "the"])
+    assert [row.split() for row in rows[1:4]] == [
+        ["100", "6.6", "%", "51.1", "%"], ["200", "9.2", "%", "51.1", "%"],
+        ["300", "11.1", "%", "58.4", "%"]]
+    assert rows[4].split() == ["guess", "5.1", "%", "51.1", "%"]
+    assert "always 'the' and always 'not next'" in rows[5]
+    # A long run shows at most SCREEN_EVALUATIONS + 1 rows, evenly spaced, ending at its last.
+    long_run = {"mlm_accuracy": [(step, 0.1) for step in range(20, 3220, 20)]}
+    shown = [row.split()[0] for row in demo.accuracy_table(long_run, {}, [])[1:]]
+    assert len(shown) <= demo.SCREEN_EVALUATIONS + 1 and shown[0] == "20"
+    assert shown[-1] == "3,200"
