@@ -5,7 +5,7 @@
     python -m research.study pretrain_vs_random --out runs/study --records DIR \
         [--keep_weights] [--arms A,B]
     python -m research.study time_to_train --out DIR [--profile ci] [--recipes A,B] \
-        [--target 0.16] [--timing_only | --report_only]
+        [--target 0.16] [--timing_only | --quality | --report_only]
     python -m research.study --list
 
 A study pretrains, fine-tunes every arm on its suite of tasks and writes
@@ -19,7 +19,9 @@ the same machinery on a tiny configuration in a few minutes.
 `time_to_train` is a benchmark run by the same command: each recipe
 pretrains until its held-out MLM accuracy reaches the target or its step
 budget ends (see `research.studies.time_to_train`); `--timing_only` measures
-every recipe's time per step in one short run, alone on a quiet machine.
+every recipe's time per step in one short run, alone on a quiet machine;
+`--quality` fine-tunes the reference and the fastest recipe from their
+checkpoints at the target (`research.studies.time_to_train.quality`).
 """
 
 import argparse
@@ -43,7 +45,8 @@ def parse_args(argv):
                              "evaluation, curves, wall time; no checkpoints) in DIR, e.g. in a "
                              "git repository, and first copy back runs finished there but "
                              "missing or unfinished in --out (an unfinished copy is moved "
-                             "aside), so a study goes on on a new machine")
+                             "aside), so a study goes on on a new machine; time_to_train keeps "
+                             "every phase's record and the report there when it ends")
     parser.add_argument("--keep_weights", action="store_true",
                         help="with --records, keep each finished pretraining's final weights "
                              "there too (no optimizer state; about 45 MB for BERT-mini), so "
@@ -64,6 +67,10 @@ def parse_args(argv):
     ttt.add_argument("--timing_only", action="store_true",
                      help="train nothing: time every recipe's steps in one short run on this "
                           "machine (run it alone on a quiet machine) and rewrite the report")
+    ttt.add_argument("--quality", action="store_true",
+                     help="train no recipe: fine-tune the reference and the fastest recipe "
+                          "from their checkpoints at the target (the config's quality: "
+                          "section) and rewrite the report")
     return parser.parse_args(argv)
 
 
@@ -102,8 +109,9 @@ def main(argv=None):
 
     if os.path.isfile(spec_lib.study_path(args.study)) and ttt_spec.is_time_to_train(args.study):
         return _time_to_train(args, log, started)
-    if args.recipes or args.target is not None or args.timing_only:
-        print("error: --recipes, --target and --timing_only are options of time_to_train",
+    if args.recipes or args.target is not None or args.timing_only or args.quality:
+        print("error: --recipes, --target, --timing_only and --quality are options of "
+              "time_to_train",
               file=sys.stderr)
         return 2
     try:
@@ -130,15 +138,15 @@ def _time_to_train(args, log, started):
     """The time-to-train benchmark (`research.studies.time_to_train`)."""
     from bert_tf import config as config_lib
     from research.studies import units
-    from research.studies.time_to_train import report, runner, timing
+    from research.studies.time_to_train import quality, records, report, runner, timing
     from research.studies.time_to_train import spec as ttt_spec
 
-    if args.arms or args.records or args.keep_weights:
-        print("error: --arms, --records and --keep_weights are options of the studies, not "
-              "of time_to_train", file=sys.stderr)
+    if args.arms or args.keep_weights:
+        print("error: --arms and --keep_weights are options of the studies, not of "
+              "time_to_train", file=sys.stderr)
         return 2
-    if args.timing_only and args.report_only:
-        print("error: give --timing_only or --report_only, not both", file=sys.stderr)
+    if args.timing_only + args.report_only + args.quality > 1:
+        print("error: give one of --timing_only, --quality and --report_only", file=sys.stderr)
         return 2
     try:
         spec = ttt_spec.load(args.study, args.profile)
@@ -150,10 +158,18 @@ def _time_to_train(args, log, started):
             benchmark.check_same_measurement()
             timing.measure(benchmark, log)
             results = report.write(benchmark)
+        elif args.quality:
+            recipes = quality.chosen_recipes(benchmark, report.build(benchmark))
+            log(f"fine-tuning at the target: {', '.join(recipes) or 'no recipe has reached it'}")
+            quality.QualityStudy(benchmark, recipes).cells(execute=True)
+            results = report.write(benchmark)
         elif args.report_only:
             results = report.write(benchmark)
         else:
             results = benchmark.run()
+        if args.records:
+            recorded = records.save(benchmark, args.records)
+            log(f"records of {len(recorded)} phases and the report in {args.records}")
     except (config_lib.ConfigError, FileNotFoundError, ValueError, units.UnitFailedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -81,7 +81,7 @@ def _record_paths(run_dir):
     return sorted(paths, key=lambda path: (path == EVAL_RESULTS_FILE, path == WEIGHTS_INDEX))
 
 
-def _copy_if_changed(source, destination):
+def copy_if_changed(source, destination):
     """Copies `source` over `destination` (atomically) unless both hold the same bytes."""
     if os.path.isfile(destination) and filecmp.cmp(source, destination, shallow=False):
         return
@@ -96,7 +96,7 @@ def _copy_if_changed(source, destination):
             os.remove(temporary)
 
 
-def _copy_run(source_root, destination_root, run):
+def copy_run(source_root, destination_root, run):
     """Makes the destination's record of `run` the source's.
 
     A run trained in the source has its `scalars.json` written (or brought up
@@ -105,7 +105,7 @@ def _copy_run(source_root, destination_root, run):
     """
     scalars.write_from_events(os.path.join(source_root, run))
     for path in _record_paths(os.path.join(source_root, run)):
-        _copy_if_changed(os.path.join(source_root, run, path),
+        copy_if_changed(os.path.join(source_root, run, path),
                          os.path.join(destination_root, run, path))
 
 
@@ -171,15 +171,15 @@ def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> 
         if run in keep_weights:
             # Before the record's evaluation file: a record that says finished has its weights.
             _keep_weights(os.path.join(out_dir, run), os.path.join(records_dir, run))
-        _copy_run(out_dir, records_dir, run)
+        copy_run(out_dir, records_dir, run)
         _drop_event_files(os.path.join(records_dir, run))
     for name in REPORT_FILES:
         if os.path.isfile(os.path.join(out_dir, name)):
-            _copy_if_changed(os.path.join(out_dir, name), os.path.join(records_dir, name))
+            copy_if_changed(os.path.join(out_dir, name), os.path.join(records_dir, name))
     plots = os.path.join(out_dir, report.PLOTS_DIR)
     if os.path.isdir(plots):
         for name in sorted(os.listdir(plots)):
-            _copy_if_changed(os.path.join(plots, name),
+            copy_if_changed(os.path.join(plots, name),
                              os.path.join(records_dir, report.PLOTS_DIR, name))
     return runs
 
@@ -257,6 +257,6 @@ def restore(records_dir: str, out_dir: str, log: Callable[[str], None] = print,
             if aside is not None:
                 log(f"{run}: finished in the records, so this unfinished run was moved to "
                     f"{aside}")
-            _copy_run(records_dir, out_dir, run)
+            copy_run(records_dir, out_dir, run)
             restored.append(run)
     return restored

@@ -12,7 +12,7 @@ time per step. Speed-ups are relative to the reference recipe.
 import json
 import os
 
-from research.studies.time_to_train import flops, timing
+from research.studies.time_to_train import flops, quality, timing
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
@@ -86,6 +86,21 @@ def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
     return result
 
 
+def reference_value_at(curve: list[dict], at_flops: float) -> float | None:
+    """The reference curve's held-out value at `at_flops`, linearly interpolated between
+    its evaluations (None outside the evaluated range).
+
+    Args:
+      curve: the reference's `curve` points (with "flops" and "value").
+      at_flops: training FLOPs.
+    """
+    for before, after in zip(curve, curve[1:]):
+        if before["flops"] <= at_flops <= after["flops"]:
+            share = (at_flops - before["flops"]) / (after["flops"] - before["flops"])
+            return before["value"] + share * (after["value"] - before["value"])
+    return None
+
+
 def build(benchmark) -> dict:
     """The results dict (what results.json holds) of a `runner.Benchmark`."""
     timings = timing.read(benchmark.out_dir)
@@ -93,17 +108,26 @@ def build(benchmark) -> dict:
                for recipe in benchmark.spec.recipes]
     reference = next(r for r in recipes if r["name"] == benchmark.spec.reference_recipe)
     for result in recipes:
+        last = result["curve"][-1] if result["curve"] else None
+        result["reference_at_same_flops"] = (
+            None if last is None or result is reference
+            else reference_value_at(reference["curve"], last["flops"]))
         for key in ("flops", "seconds", "steps"):
             mine, theirs = result.get(f"{key}_to_target"), reference.get(f"{key}_to_target")
             result[f"{key}_vs_reference"] = (mine / theirs if mine is not None and theirs
                                              else None)
-    return {"benchmark": benchmark.spec.name, "profile": benchmark.profile,
-            "target": {"metric": benchmark.spec.target.metric, "value": benchmark.target,
-                       "source": benchmark.target_source},
-            "reference_recipe": benchmark.spec.reference_recipe,
-            "eval_overrides": benchmark.spec.eval_overrides,
-            "flops_formula": flops.FORMULA,
-            "timing": timings, "recipes": recipes}
+    results = {"benchmark": benchmark.spec.name, "profile": benchmark.profile,
+               "target": {"metric": benchmark.spec.target.metric, "value": benchmark.target,
+                          "source": benchmark.target_source},
+               "reference_recipe": benchmark.spec.reference_recipe,
+               "eval_overrides": benchmark.spec.eval_overrides,
+               "flops_formula": flops.FORMULA,
+               "timing": timings, "recipes": recipes, "quality": []}
+    if os.path.isdir(os.path.join(benchmark.out_dir, quality.QUALITY_DIR)):
+        study = quality.QualityStudy(benchmark, quality.recipes_to_show(benchmark, results))
+        results["quality"] = quality.summarize(study.cells(execute=False),
+                                               benchmark.spec.reference_recipe)
+    return results
 
 
 def write(benchmark) -> dict:
@@ -163,6 +187,14 @@ def markdown(results: dict) -> str:
             f"{_number(r.get('flops_vs_reference'), digits=2, suffix='x')} | {per_step} | "
             f"{_number(r.get('seconds_to_target'), 3600, 2, ' h')} | "
             f"{_number(r.get('seconds_vs_reference'), digits=2, suffix='x')} | {best_text} |")
+    compared = [r for r in results["recipes"] if r["status"] in ("budget", "running")
+                and r.get("reference_at_same_flops") is not None]
+    if compared:
+        lines += ["", "Not (yet) at the target, at the last evaluation against the reference at "
+                  "the same training FLOPs: " + "; ".join(
+                      f"{r['label'] or r['name']} {100 * r['curve'][-1]['value']:.2f} % at "
+                      f"step {r['curve'][-1]['step']} against "
+                      f"{100 * r['reference_at_same_flops']:.2f} %" for r in compared) + "."]
     wide = [r["name"] for r in results["recipes"]
             if r.get("bracket_fraction", 0) > BRACKET_GOAL]
     lines += ["", "Statuses: reached (target met), budget (last step without meeting it), "
@@ -180,9 +212,45 @@ def markdown(results: dict) -> str:
                          f"({p['steps_budget']}) | {p['seq_length']} | {p['batch_rows']} | "
                          f"{p['prediction_slots']} | {p['nsp_slots']} | {p['optimizer']}, "
                          f"{p['learning_rate']:g} | {p['flops_per_step'] / 1e9:.4g} |")
+    lines += quality_markdown(results)
     lines += ["", "Plots: `plots/accuracy_vs_flops.png`, `plots/accuracy_vs_wall_time.png` "
               "(after a timing run).", ""]
     return "\n".join(lines)
+
+
+def quality_markdown(results: dict) -> list[str]:
+    """The report's fine-tuning table (none before `--quality` has run)."""
+    rows = results["quality"]
+    if not rows:
+        return []
+    tasks = list(dict.fromkeys(row["task"] for row in rows))
+    recipes = list(dict.fromkeys(row["recipe"] for row in rows))
+    cells = {(row["recipe"], row["task"]): row for row in rows}
+    steps = {r["name"]: r.get("steps_to_target") for r in results["recipes"]}
+    metrics = {row["task"]: row["main_metric"] for row in rows}
+    lines = ["", "## Quality at the target", "",
+             "Each recipe's checkpoint at its crossing evaluation, fine-tuned with the study's "
+             "grid: every learning rate on the first seed, the best one on all seeds; mean ± "
+             "standard deviation over those seeds (dev set, x 100). Within: the mean is at "
+             f"least the reference's mean minus its standard deviation (reference: "
+             f"{results['reference_recipe']}).", "",
+             "| recipe | steps to target | " +
+             " | ".join(f"{task} {metrics[task]}" for task in tasks) + " |",
+             "|---|---|" + "---|" * len(tasks)]
+    for recipe in recipes:
+        texts = []
+        for task in tasks:
+            row = cells.get((recipe, task))
+            if row is None or not row["complete"]:
+                texts.append("pending")
+                continue
+            verdict = {True: ", within", False: ", below", None: ""}[
+                row["within_reference_spread"] if recipe != results["reference_recipe"]
+                else None]
+            texts.append(f"{100 * row['mean']:.2f} ± {100 * row['std']:.2f} "
+                         f"(n={len(row['scores'])}, lr {row['learning_rate']:g}{verdict})")
+        lines.append(f"| {recipe} | {steps.get(recipe) or '–'} | " + " | ".join(texts) + " |")
+    return lines
 
 
 def plot(results: dict, plots_dir: str) -> None:

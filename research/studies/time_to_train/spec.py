@@ -62,6 +62,19 @@ class TimingSpec:
 
 
 @dataclasses.dataclass
+class QualitySpec:
+    """Fine-tuning at the target (`research.studies.time_to_train.quality`)."""
+
+    # The study (research/configs/<study>.yaml) whose suite fine-tunes: grid, seeds, overrides.
+    study: str = "pretrain_vs_random"
+    study_profile: str = "full"
+    # Names of that suite's tasks to fine-tune on.
+    tasks: list[str] = dataclasses.field(default_factory=lambda: ["stsb", "mrpc", "rte"])
+    # Recipes fine-tuned besides the reference and the fastest one.
+    recipes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class TimeToTrainSpec:
     """The whole benchmark."""
 
@@ -80,6 +93,7 @@ class TimeToTrainSpec:
     reference_recipe: str = "baseline"
     recipes: list[RecipeSpec] = dataclasses.field(default_factory=list)
     timing: TimingSpec = dataclasses.field(default_factory=TimingSpec)
+    quality: QualitySpec = dataclasses.field(default_factory=QualitySpec)
     profiles: dict = dataclasses.field(default_factory=dict)
 
     def recipe(self, name: str) -> RecipeSpec:
@@ -109,6 +123,12 @@ class TimeToTrainSpec:
             for phase in recipe.phases:
                 if not phase.config:
                     raise config_lib.ConfigError(f"{where}: phase {phase.name!r} has no config")
+        unknown = [name for name in self.quality.recipes if name not in names]
+        if unknown:
+            raise config_lib.ConfigError(f"{source}: quality.recipes {unknown} are not recipes "
+                                         f"({names})")
+        if not self.quality.tasks:
+            raise config_lib.ConfigError(f"{source}: quality.tasks is empty")
         if self.timing.steps <= self.timing.steps_per_loop or self.timing.steps_per_loop < 1:
             raise config_lib.ConfigError(f"{source}: timing.steps ({self.timing.steps}) must "
                                          f"exceed timing.steps_per_loop "

@@ -10,7 +10,7 @@ import pytest
 from bert_tf import config as config_lib
 from research.studies import spec as study_spec
 from research.studies.corpus import CorpusFiles
-from research.studies.time_to_train import flops, runner
+from research.studies.time_to_train import flops, quality, runner
 from research.studies.time_to_train import spec as spec_lib
 
 
@@ -32,6 +32,8 @@ def test_the_benchmark_and_its_ci_profile_load():
      "recipe 'a': phases need distinct names"),
     ({"target": {"metric": "mlm_accuracy"}}, "target needs a value or from_record"),
     ({"timing": {"steps": 10, "steps_per_loop": 10}}, "timing.steps (10) must exceed"),
+    ({"quality": {"recipes": ["fast"]}}, "quality.recipes ['fast'] are not recipes"),
+    ({"quality": {"tasks": []}}, "quality.tasks is empty"),
 ])
 def test_inconsistent_specs_are_errors(tmp_path, patch, message):
     values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
@@ -41,6 +43,57 @@ def test_inconsistent_specs_are_errors(tmp_path, patch, message):
     with pytest.raises(config_lib.ConfigError) as raised:
         spec_lib.load(str(path))
     assert message in str(raised.value)
+
+
+def _recipe(name, status, seconds=None, flops_to_target=None):
+    return {"name": name, "status": status, "seconds_to_target": seconds,
+            "flops_to_target": flops_to_target}
+
+
+def test_the_fastest_recipe_is_by_wall_time_when_all_are_timed_else_by_flops():
+    timed = {"recipes": [_recipe("baseline", "reached", 100.0, 9.0),
+                         _recipe("small_steps", "reached", 40.0, 5.0),
+                         _recipe("few_flops", "reached", 60.0, 2.0),
+                         _recipe("unfinished", "running")]}
+    assert quality.fastest_reached(timed) == "small_steps"
+    timed["recipes"][1]["seconds_to_target"] = None
+    assert quality.fastest_reached(timed) == "few_flops"
+    assert quality.fastest_reached({"recipes": [_recipe("baseline", "budget")]}) is None
+
+
+def test_the_reference_is_read_between_its_evaluations_at_the_same_flops():
+    from research.studies.time_to_train import report
+
+    curve = [{"flops": 10.0, "value": 0.10}, {"flops": 20.0, "value": 0.20}]
+    assert report.reference_value_at(curve, 15.0) == pytest.approx(0.15)
+    assert report.reference_value_at(curve, 20.0) == pytest.approx(0.20)
+    assert report.reference_value_at(curve, 25.0) is None
+
+
+def _cell(recipe, scores, chosen=2e-5, complete=True):
+    runs = [{"learning_rate": chosen, "seed": seed, "metrics": {"pearson": score}}
+            for seed, score in enumerate(scores)]
+    # A rate the selection passed over does not count.
+    runs.append({"learning_rate": 1e-4, "seed": 0, "metrics": {"pearson": 0.99}})
+    return {"arm": recipe, "task": "stsb", "main_metric": "pearson",
+            "chosen_learning_rate": chosen if complete else None, "complete": complete,
+            "runs": runs}
+
+
+def test_quality_rows_compare_each_mean_with_the_reference_spread():
+    rows = quality.summarize([_cell("baseline", [0.50, 0.52, 0.54]),
+                              _cell("fast", [0.51, 0.51, 0.51]),
+                              _cell("faster", [0.47, 0.48, 0.49]),
+                              _cell("pending", [0.6], complete=False)], "baseline")
+    by_recipe = {row["recipe"]: row for row in rows}
+    assert by_recipe["baseline"]["scores"] == [0.50, 0.52, 0.54]
+    assert by_recipe["baseline"]["mean"] == pytest.approx(0.52)
+    assert by_recipe["baseline"]["std"] == pytest.approx(0.02)
+    # 0.51 >= 0.52 - 0.02 holds; 0.48 does not.
+    assert by_recipe["fast"]["within_reference_spread"] is True
+    assert by_recipe["faster"]["within_reference_spread"] is False
+    assert by_recipe["pending"]["mean"] is None
+    assert by_recipe["pending"]["within_reference_spread"] is None
 
 
 def test_flops_of_the_baseline_step():
@@ -146,6 +199,35 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
     assert "| paper recipe (baseline) | reached | 4 (0–4, 100.0 %) |" in report
     for plot in ("accuracy_vs_flops.png", "accuracy_vs_wall_time.png"):
         assert (out / "plots" / plot).read_bytes()[:4] == b"\x89PNG"
+    # Quality: the reference and the fastest recipe fine-tuned from their checkpoints at
+    # the target (step 4), by the study's CI suite; a rerun trains nothing.
+    fastest = min(results["recipes"], key=lambda r: r["seconds_to_target"])["name"]
+    tuned = _run(out, "--quality", "--target", "0.0")
+    assert f"fine-tuning at the target: {', '.join(dict.fromkeys(['baseline', fastest]))}" in tuned
+    results = json.loads((out / "results.json").read_text())
+    rows = {row["recipe"]: row for row in results["quality"]}
+    assert set(rows) == {"baseline", fastest} and all(r["task"] == "stsb" for r in rows.values())
+    assert all(row["complete"] and len(row["scores"]) == 1 for row in rows.values())
+    (run_dir,) = (out / "quality" / "finetune" / fastest / "stsb").iterdir()
+    crossing = next(r for r in results["recipes"] if r["name"] == fastest)
+    phase = next(p["name"] for p in crossing["phases"] if p["state"] == "reached")
+    assert f"--init_checkpoint {out / 'runs' / fastest / phase / 'ckpt-4'}" in (
+        run_dir / "train.log").read_text()
+    assert "## Quality at the target" in (out / "report.md").read_text()
+    assert ": running" not in _run(out, "--quality", "--target", "0.0")
+    # Records: every phase's config, evaluation, curves and times, the report, the timing
+    # and the fine-tuning runs; no checkpoint, event file or corpus.
+    kept = tmp_path / "records"
+    _run(out, "--target", "0.0", "--report_only", "--records", str(kept))
+    files = {str(path.relative_to(kept)) for path in kept.rglob("*") if path.is_file()}
+    for phase in ("baseline/main", "seq64_then_128/seq64", "seq64_then_128/seq128",
+                  "lamb_batch512/main"):
+        assert {f"runs/{phase}/{name}" for name in ("params.yaml", "eval_results.json",
+                                                     "scalars.json")} <= files
+    assert {"report.md", "results.json", "timing.json"} <= files
+    assert f"quality/finetune/{fastest}/stsb/lr0.0001_seed0/eval_results.json" in files
+    assert not [name for name in files if "ckpt-" in name or "tfevents" in name
+                or name.startswith("corpus")]
 
 
 @pytest.mark.long

@@ -1,0 +1,255 @@
+"""The main job's recipe, change by change: held-out MLM and NSP accuracy of each variant.
+
+    python -m research.bench demo_recipe --output_dir runs/demo_recipe [--profile ci]
+        [--variants a,b]
+
+Runs `python -m bert_tf.demo` as a user would (the packaged `pretrain/demo`
+config on gensim's Wikipedia excerpt) once per variant, each variant the
+packaged config plus `--set` overrides: the paper's recipe as the demo ran it
+before (dropout, 400 steps of batch 128, instances drawn from windows of 16
+documents shuffled in blocks of 1,000), then one change at a time up to the
+packaged config itself. Every variant evaluates on 8 held-out batches of 128
+rows; the accuracy a model that learned nothing gets on those batches (always
+the most frequent token, always the more frequent NSP label) is computed beside
+(`PretrainingTask.constant_guesses`).
+
+Writes `results.json`, `report.md` and `accuracy.png` into `--output_dir`, with
+one demo run folder per variant (each with a copy of one corpus and vocabulary,
+built as the demo builds them). A rerun skips finished variants
+and resumes an interrupted one from its checkpoint. Wall times are comparable
+only between variants of one run on a quiet machine; the report gives the
+machine and its load.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from research.benchmarks import machine
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.md"
+PLOT_FILE = "accuracy.png"
+CORPUS_DIR = "corpus"
+LOG_FILE = "demo.log"
+TIMES_FILE = "times.jsonl"
+CORPUS_TIMES_FILE = "corpus_times.json"
+# The demo's own defaults, stated as overrides, so a variant reads whole.
+_PAPER = ["model.encoder.hidden_dropout=0.1", "model.encoder.attention_dropout=0.1",
+          "data.documents_per_window=16", "data.shuffle_buffer_size=1000",
+          "trainer.global_batch_size=128", "trainer.train_steps=400",
+          "trainer.eval_every=50"]
+_NO_DROPOUT = ["model.encoder.hidden_dropout=0.0", "model.encoder.attention_dropout=0.0"]
+_MIXED = ["data.documents_per_window=64", "data.shuffle_buffer_size=10000"]
+# (name, label, overrides of the packaged config); each adds one change to the one before.
+VARIANTS = [
+    ("paper", "the paper's recipe (the demo before)", _PAPER),
+    ("no_dropout", "no dropout", [*_PAPER, *_NO_DROPOUT]),
+    ("mixed", "+ windows of 64 documents, blocks of 10,000", [*_PAPER, *_NO_DROPOUT, *_MIXED]),
+    ("demo", "+ batch 64 for 800 steps (pretrain/demo)", []),
+]
+PROFILES = {
+    "full": [],
+    # Tiny shapes, a few steps: the machinery, not the figures.
+    "ci": ["model.encoder.hidden_size=32", "model.encoder.num_layers=2",
+           "model.encoder.num_heads=2", "model.encoder.intermediate_size=64",
+           "data.max_seq_length=32", "data.max_predictions_per_seq=5",
+           "trainer.global_batch_size=8", "trainer.train_steps=4", "trainer.steps_per_loop=2",
+           "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_steps=1",
+           "trainer.eval_batch_size=8", "data.shuffle_buffer_size=100"],
+}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m research.bench demo_recipe",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", required=True, help="one demo run per variant, the "
+                                                            "results, report and plot")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="full")
+    parser.add_argument("--variants", help="run only these (comma-separated), in this order; "
+                                           "the report covers every finished one")
+    return parser
+
+
+def variant_overrides(name: str, profile: str) -> list[str]:
+    """The `--set` overrides of a variant under a profile (the profile's come last).
+
+    Args:
+      name: one of `VARIANTS`' names.
+      profile: a key of `PROFILES`.
+    """
+    overrides = next(overrides for variant, _, overrides in VARIANTS if variant == name)
+    return [*overrides, *PROFILES[profile]]
+
+
+def _run_variant(output_dir, name, profile, log):
+    model_dir = os.path.join(output_dir, name)
+    if not os.path.isdir(os.path.join(model_dir, CORPUS_DIR)):
+        shutil.copytree(os.path.join(output_dir, CORPUS_DIR), os.path.join(model_dir, CORPUS_DIR))
+    command = [sys.executable, "-m", "bert_tf.demo", "--model_dir", model_dir]
+    for override in variant_overrides(name, profile):
+        command += ["--set", override]
+    os.makedirs(model_dir, exist_ok=True)
+    log(f"== {name}: {' '.join(command[1:])}")
+    started = time.monotonic()
+    with open(os.path.join(model_dir, LOG_FILE), "a", encoding="utf-8") as out:
+        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
+                              env=dict(os.environ, PYTHONUNBUFFERED="1")).returncode
+    seconds = time.monotonic() - started
+    if code != 0:
+        raise RuntimeError(f"variant {name} failed (exit code {code}); see "
+                           f"{os.path.join(model_dir, LOG_FILE)}")
+    with open(os.path.join(model_dir, TIMES_FILE), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"seconds": round(seconds, 1), "machine": machine.describe()}) + "\n")
+
+
+def demo_vocab_size() -> int:
+    """The demo's default vocabulary size (its `--vocab_size`)."""
+    from bert_tf import demo
+
+    return demo.parse_args([]).vocab_size
+
+
+def _finished(model_dir):
+    from bert_tf import sweep
+
+    return sweep.finished_results(model_dir) is not None
+
+
+def variant_record(output_dir, name, label):
+    """What the report shows of one finished variant: curves, floor, wall time, settings."""
+    from bert_tf import tasks
+    from bert_tf.training.summaries import read_scalars
+
+    model_dir = os.path.join(output_dir, name)
+    task_class, experiment = tasks.load_experiment(os.path.join(model_dir, "params.yaml"))
+    trainer = experiment.trainer
+    guesses = task_class(experiment).constant_guesses(
+        trainer.eval_batch_size or trainer.global_batch_size, trainer.eval_steps)
+    held_out = read_scalars(os.path.join(model_dir, "eval"))
+    with open(os.path.join(model_dir, TIMES_FILE), encoding="utf-8") as f:
+        times = [json.loads(line) for line in f if line.strip()]
+    return {"name": name, "label": label,
+            "train_steps": trainer.train_steps, "batch_size": trainer.global_batch_size,
+            "curves": {tag: [[step, value] for step, value in held_out.get(tag, [])]
+                       for tag in ("mlm_accuracy", "nsp_accuracy")},
+            "guesses": {tag: guess.accuracy for tag, guess in guesses.items()},
+            "seconds": sum(t["seconds"] for t in times),
+            "machine": times[-1]["machine"],
+            "overrides": variant_overrides(name, "full")}
+
+
+def markdown(results):
+    lines = ["# The demo's recipe, change by change", "",
+             f"Profile `{results['profile']}`. Each row is `python -m bert_tf.demo` with the "
+             "packaged `pretrain/demo` config and the row's overrides (in results.json); "
+             "held-out accuracy on the same 8 batches of 128 rows of the excerpt's held-out "
+             "articles. Guess: the score of always giving the most frequent answer on those "
+             "batches.", "",
+             "| variant | steps x batch | MLM at the end | NSP at the end | NSP first 5 points "
+             "above its guess | wall time (machine, load average at its end) |",
+             "|---|---|---|---|---|---|"]
+    for v in results["variants"]:
+        mlm, nsp = v["curves"]["mlm_accuracy"], v["curves"]["nsp_accuracy"]
+        floor = v["guesses"].get("nsp_accuracy", 0.5)
+        above = next((step for step, value in nsp if value >= floor + 0.05), None)
+        share = f"step {above} ({100 * above / v['train_steps']:.0f} % of the run)" if above \
+            else "never"
+        m = v["machine"]
+        lines.append(
+            f"| {v['label']} | {v['train_steps']} x {v['batch_size']} | "
+            f"{100 * mlm[-1][1]:.1f} % (guess {100 * v['guesses']['mlm_accuracy']:.1f} %) | "
+            f"{100 * nsp[-1][1]:.1f} % (guess {100 * floor:.1f} %) | {share} | "
+            f"{v['seconds'] / 60:.1f} min ({m['cpu']} family {m['cpu_family']} model "
+            f"{m['cpu_model']}, {m['load_average']}) |")
+    if results["corpus_seconds"] is not None:
+        lines += ["", f"Corpus and vocabulary, built once before the variants as the demo builds "
+                  f"them: {results['corpus_seconds']:.0f} s. A variant's wall time is its "
+                  "`python -m bert_tf.demo` process with them in place."]
+    lines += ["", f"Plot: `{PLOT_FILE}` (held-out accuracy against sequences seen).", ""]
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, tag, title in zip(axes, ("mlm_accuracy", "nsp_accuracy"), ("masked LM", "NSP")):
+        for v in results["variants"]:
+            points = v["curves"][tag]
+            ax.plot([step * v["batch_size"] / 1000 for step, _ in points],
+                    [100 * value for _, value in points], "-o", markersize=3, label=v["label"])
+        ax.set_title(f"held-out {title} accuracy")
+        ax.set_xlabel("thousand sequences seen")
+        ax.set_ylabel("%")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(args, log=print):
+    names = [name for name, _, _ in VARIANTS]
+    chosen = [n.strip() for n in args.variants.split(",")] if args.variants else names
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ValueError(f"unknown variant(s) {unknown}; variants: {names}")
+    from bert_tf import demo
+
+    os.makedirs(args.output_dir, exist_ok=True)
+    # One corpus and vocabulary for every variant, built as the demo builds its own (and
+    # timed: a user's demo builds them before it trains).
+    corpus_dir = os.path.join(args.output_dir, CORPUS_DIR)
+    if not os.path.isdir(corpus_dir):
+        started = time.monotonic()
+        demo.prepare_corpus(demo.gensim_dump_path(), corpus_dir, demo_vocab_size())
+        with open(os.path.join(args.output_dir, CORPUS_TIMES_FILE), "w", encoding="utf-8") as f:
+            json.dump({"seconds": round(time.monotonic() - started, 1),
+                       "machine": machine.describe()}, f)
+    for name in chosen:
+        if _finished(os.path.join(args.output_dir, name)):
+            log(f"== {name}: finished")
+        else:
+            _run_variant(args.output_dir, name, args.profile, log)
+    corpus_times = os.path.join(args.output_dir, CORPUS_TIMES_FILE)
+    corpus_seconds = None
+    if os.path.isfile(corpus_times):
+        with open(corpus_times, encoding="utf-8") as f:
+            corpus_seconds = json.load(f)["seconds"]
+    results = {"benchmark": "demo_recipe", "profile": args.profile,
+               "corpus_seconds": corpus_seconds,
+               "variants": [variant_record(args.output_dir, name, label)
+                            for name, label, _ in VARIANTS
+                            if _finished(os.path.join(args.output_dir, name))]}
+    with open(os.path.join(args.output_dir, RESULTS_FILE), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(args.output_dir, REPORT_FILE), "w", encoding="utf-8") as f:
+        f.write(markdown(results))
+    plot(results, os.path.join(args.output_dir, PLOT_FILE))
+    return results
+
+
+def main(argv=None):
+    """Command-line entry point; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        run(args, log=lambda m: print(m, flush=True))
+    except (ValueError, FileNotFoundError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    with open(os.path.join(args.output_dir, REPORT_FILE), encoding="utf-8") as f:
+        print(f.read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Quality at the target: the reference and the fastest recipe, fine-tuned.
+
+A recipe that reaches the MLM target sooner but fine-tunes worse has not won.
+Each chosen recipe's checkpoint at its crossing evaluation (`ckpt-<step>` of
+the phase that reached the target: checkpoints are written at every
+evaluation) is fine-tuned on `quality.tasks` of the study `quality.study`, with
+that study's learning-rate grid, seeds and overrides. The study harness
+(`research.studies.runner.Study`) runs them: every rate on the first seed, the
+best rate on the other seeds, each run resumable.
+
+Chosen recipes: the reference, the fastest recipe that reached the target
+(least wall time when every reached recipe is timed, else least training
+FLOPs) and any named in `quality.recipes`.
+
+Layout: `<out>/quality/finetune/<recipe>/<task>/lr<rate>_seed<seed>/`.
+"""
+
+import dataclasses
+import os
+import statistics
+
+from bert_tf import config as config_lib
+from research.studies import runner as study_runner
+from research.studies import spec as study_spec
+from research.studies.time_to_train import runner as ttt_runner
+
+QUALITY_DIR = "quality"
+
+
+def fastest_reached(results: dict) -> str | None:
+    """The reached recipe with the least wall time (all timed), else the least FLOPs.
+
+    Args:
+      results: the benchmark's results (`report.build`).
+    """
+    reached = [r for r in results["recipes"] if r["status"] == "reached"]
+    if not reached:
+        return None
+    key = ("seconds_to_target" if all(r["seconds_to_target"] is not None for r in reached)
+           else "flops_to_target")
+    return min(reached, key=lambda r: r[key])["name"]
+
+
+def chosen_recipes(benchmark, results: dict) -> list[str]:
+    """The reference, the fastest reached recipe and `quality.recipes`, each once, reached only.
+
+    Args:
+      benchmark: a `runner.Benchmark`.
+      results: its results (`report.build`).
+    """
+    statuses = {r["name"]: r["status"] for r in results["recipes"]}
+    names = [benchmark.spec.reference_recipe, fastest_reached(results),
+             *benchmark.spec.quality.recipes]
+    chosen = []
+    for name in names:
+        if name and statuses.get(name) == "reached" and name not in chosen:
+            chosen.append(name)
+    return chosen
+
+
+def crossing_checkpoint(benchmark, recipe_name: str) -> str:
+    """The checkpoint prefix of a recipe at its first evaluation at or above the target.
+
+    Raises:
+      FileNotFoundError: the recipe has not reached the target, or that checkpoint is gone.
+    """
+    recipe = benchmark.spec.recipe(recipe_name)
+    for phase in recipe.phases:
+        model_dir = benchmark.phase_dir(recipe, phase)
+        curve = benchmark.eval_curve(model_dir)
+        index = ttt_runner.first_crossing(curve, benchmark.target)
+        if index is not None:
+            prefix = os.path.join(model_dir, f"ckpt-{curve[index][0]}")
+            if not os.path.isfile(prefix + ".index"):
+                raise FileNotFoundError(f"recipe {recipe_name!r} reached the target at step "
+                                        f"{curve[index][0]} of {model_dir}, but {prefix}.index "
+                                        "is gone: its fine-tuning needs that checkpoint")
+            return prefix
+    raise FileNotFoundError(f"recipe {recipe_name!r} has not reached the target: nothing to "
+                            "fine-tune")
+
+
+class QualityStudy(study_runner.Study):
+    """The study harness, with one arm per chosen recipe, initialised from its crossing.
+
+    Args:
+      benchmark: a `runner.Benchmark`.
+      recipes: the recipes to fine-tune (`chosen_recipes`).
+    """
+
+    def __init__(self, benchmark, recipes: list[str]):
+        quality = benchmark.spec.quality
+        profile = quality.study_profile
+        study = study_spec.load_study(quality.study, profile)
+        missing = sorted(set(quality.tasks) - {task.name for task in study.suite.tasks})
+        if missing:
+            raise config_lib.ConfigError(f"quality.tasks {missing} are not tasks of study "
+                                         f"{quality.study!r} (profile {profile})")
+        suite = dataclasses.replace(
+            study.suite, tasks=[task for task in study.suite.tasks if task.name in quality.tasks])
+        spec = dataclasses.replace(
+            study, name=f"{benchmark.spec.name}_quality",
+            pretraining=[study_spec.RunSpec(name=name) for name in recipes],
+            pretraining_overrides=[], reference_arms=[], tables=[], suite=suite,
+            arms=[study_spec.ArmSpec(name=name, init=f"pretrained:{name}") for name in recipes])
+        super().__init__(spec, os.path.join(benchmark.out_dir, QUALITY_DIR), profile,
+                         benchmark.log)
+        self.benchmark = benchmark
+
+    def _arm_init(self, arm):
+        return crossing_checkpoint(self.benchmark, arm.name), []
+
+    def _require_pretrained_weights(self, arm):
+        crossing_checkpoint(self.benchmark, arm.name)  # raises when it is gone
+
+    def cells(self, execute: bool) -> list[dict]:
+        """Every (recipe, task) cell's record (`Study.run_suite_cell`); trains when `execute`."""
+        return [self.run_suite_cell(arm, task, execute=execute)
+                for arm in self.spec.arms for task in self.spec.arm_tasks(arm)]
+
+
+def recipes_to_show(benchmark, results: dict) -> list[str]:
+    """The chosen recipes, then any other recipe already fine-tuned (an earlier fastest)."""
+    shown = chosen_recipes(benchmark, results)
+    finetuned = os.path.join(benchmark.out_dir, QUALITY_DIR, "finetune")
+    if os.path.isdir(finetuned):
+        shown += [r["name"] for r in results["recipes"]
+                  if r["name"] not in shown and r["status"] == "reached"
+                  and os.path.isdir(os.path.join(finetuned, r["name"]))]
+    return shown
+
+
+def summarize(cells: list[dict], reference: str) -> list[dict]:
+    """Per recipe and task: the chosen rate, the seeds' scores, mean and standard deviation,
+    and for complete cells whether the mean is within the reference's spread or above it
+    (at least the reference's mean minus its standard deviation).
+
+    Args:
+      cells: `QualityStudy.cells`.
+      reference: the reference recipe's name.
+    """
+    rows = []
+    for cell in cells:
+        chosen = cell["chosen_learning_rate"]
+        scores = [run["metrics"][cell["main_metric"]] for run in cell["runs"]
+                  if run["learning_rate"] == chosen]
+        rows.append({"recipe": cell["arm"], "task": cell["task"],
+                     "main_metric": cell["main_metric"], "complete": cell["complete"],
+                     "learning_rate": chosen, "scores": scores,
+                     "mean": statistics.fmean(scores) if cell["complete"] else None,
+                     "std": statistics.stdev(scores) if cell["complete"] and len(scores) > 1
+                     else (0.0 if cell["complete"] else None)})
+    by_key = {(row["recipe"], row["task"]): row for row in rows}
+    for row in rows:
+        base = by_key.get((reference, row["task"]))
+        row["within_reference_spread"] = (
+            None if row["mean"] is None or base is None or base["mean"] is None
+            else row["mean"] >= base["mean"] - base["std"])
+    return rows
