@@ -8,10 +8,11 @@ config on gensim's Wikipedia excerpt) once per variant, each variant the
 packaged config plus `--set` overrides: the paper's recipe as the demo ran it
 before (dropout, 400 steps of batch 128, instances drawn from windows of 16
 documents shuffled in blocks of 1,000), then one change at a time up to the
-packaged config itself. Every variant evaluates on 8 held-out batches of 128
-rows; the accuracy a model that learned nothing gets on those batches (always
-the most frequent token, always the more frequent NSP label) is computed beside
-(`PretrainingTask.constant_guesses`).
+packaged config itself. Every variant evaluates on 8 batches of 128 rows from
+the same held-out articles (the pairs and masks drawn depend on the variant's
+window and shuffle settings); the accuracy a model that learned nothing gets on
+that variant's batches (always the most frequent token, always the more
+frequent NSP label) is computed beside (`PretrainingTask.constant_guesses`).
 
 Writes `results.json`, `report.md` and `accuracy.png` into `--output_dir`, with
 one demo run folder per variant (each with a copy of one corpus and vocabulary,
@@ -147,9 +148,10 @@ def markdown(results):
     lines = ["# The demo's recipe, change by change", "",
              f"Profile `{results['profile']}`. Each row is `python -m bert_tf.demo` with the "
              "packaged `pretrain/demo` config and the row's overrides (in results.json); "
-             "held-out accuracy on the same 8 batches of 128 rows of the excerpt's held-out "
-             "articles. Guess: the score of always giving the most frequent answer on those "
-             "batches.", "",
+             "held-out accuracy on 8 batches of 128 rows from the excerpt's held-out articles "
+             "(the same articles for every variant; the pairs and masks depend on its window "
+             "and shuffle settings). Guess: the score of always giving the most frequent "
+             "answer on the variant's own batches.", "",
              "| variant | steps x batch | MLM at the end | NSP at the end | NSP first 5 points "
              "above its guess | wall time (machine, load average at its end) |",
              "|---|---|---|---|---|---|"]
