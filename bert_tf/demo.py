@@ -95,6 +95,8 @@ def accuracy_table(held_out, guesses, vocab):
       The rows, each a string.
     """
     columns = [tag for tag in ("mlm_accuracy", "nsp_accuracy") if held_out.get(tag)]
+    if not columns:  # evaluations that logged neither accuracy: nothing to tabulate
+        return []
     values = {tag: dict(held_out[tag]) for tag in columns}
     steps = sorted(set().union(*values.values()))
     titles = {"mlm_accuracy": "masked LM", "nsp_accuracy": "next sentence"}

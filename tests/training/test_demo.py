@@ -111,3 +111,7 @@ def test_the_accuracy_table_shows_each_evaluation_beside_the_constant_guess():
     shown = [row.split()[0] for row in demo.accuracy_table(long_run, {}, [])[1:]]
     assert len(shown) <= demo.SCREEN_EVALUATIONS + 1 and shown[0] == "20"
     assert shown[-1] == "3,200"
+
+
+def test_an_evaluation_without_accuracies_gives_no_table():
+    assert demo.accuracy_table({"loss": [(2, 7.5)]}, {}, []) == []
