@@ -121,6 +121,28 @@ def _finished(model_dir):
     return sweep.finished_results(model_dir) is not None
 
 
+# The training batches' accuracy at the end: the mean of the points logged over this many
+# last steps (each point averages one loop of `trainer.steps_per_loop` steps).
+TRAINING_TAIL_STEPS = 100
+
+
+def training_accuracy_at_end(points, train_steps: int) -> float | None:
+    """Mean of the training-batch accuracy points in the run's last `TRAINING_TAIL_STEPS`.
+
+    Beside the held-out figure, it tells a model that learned its training articles
+    apart from one that learned what carries to unseen articles.
+
+    Args:
+      points: `[(step, value), ...]` of one metric in the run's `train/` summaries.
+      train_steps: the run's last step.
+
+    Returns:
+      The mean, or None when nothing was logged in that window.
+    """
+    tail = [value for step, value in points if step > train_steps - TRAINING_TAIL_STEPS]
+    return sum(tail) / len(tail) if tail else None
+
+
 def variant_record(output_dir, name, label):
     """What the report shows of one finished variant: curves, floor, wall time, settings."""
     from bert_tf import tasks
@@ -132,6 +154,7 @@ def variant_record(output_dir, name, label):
     guesses = task_class(experiment).constant_guesses(
         trainer.eval_batch_size or trainer.global_batch_size, trainer.eval_steps)
     held_out = read_scalars(os.path.join(model_dir, "eval"))
+    trained = read_scalars(os.path.join(model_dir, "train"))
     with open(os.path.join(model_dir, TIMES_FILE), encoding="utf-8") as f:
         times = [json.loads(line) for line in f if line.strip()]
     return {"name": name, "label": label,
@@ -139,6 +162,9 @@ def variant_record(output_dir, name, label):
             "curves": {tag: [[step, value] for step, value in held_out.get(tag, [])]
                        for tag in ("mlm_accuracy", "nsp_accuracy")},
             "guesses": {tag: guess.accuracy for tag, guess in guesses.items()},
+            "training_batches_at_end": {
+                tag: training_accuracy_at_end(trained.get(tag, []), trainer.train_steps)
+                for tag in ("mlm_accuracy", "nsp_accuracy")},
             "seconds": sum(t["seconds"] for t in times),
             "machine": times[-1]["machine"],
             "overrides": variant_overrides(name, "full")}
@@ -151,21 +177,26 @@ def markdown(results):
              "held-out accuracy on 8 batches of 128 rows from the excerpt's held-out articles "
              "(the same articles for every variant; the pairs and masks depend on its window "
              "and shuffle settings). Guess: the score of always giving the most frequent "
-             "answer on the variant's own batches.", "",
+             "answer on the variant's own batches. Training batches: the accuracy logged "
+             "while training (dropout on where the variant has it), on the training "
+             "articles.", "",
              "| variant | steps x batch | MLM at the end | NSP at the end | NSP first 5 points "
-             "above its guess | wall time (machine, load average at its end) |",
-             "|---|---|---|---|---|---|"]
+             "above its guess | NSP on its training batches, last "
+             f"{TRAINING_TAIL_STEPS} steps | wall time (machine, load average at its end) |",
+             "|---|---|---|---|---|---|---|"]
     for v in results["variants"]:
         mlm, nsp = v["curves"]["mlm_accuracy"], v["curves"]["nsp_accuracy"]
         floor = v["guesses"].get("nsp_accuracy", 0.5)
         above = next((step for step, value in nsp if value >= floor + 0.05), None)
         share = f"step {above} ({100 * above / v['train_steps']:.0f} % of the run)" if above \
             else "never"
+        trained_nsp = v["training_batches_at_end"]["nsp_accuracy"]
+        trained_nsp = "–" if trained_nsp is None else f"{100 * trained_nsp:.1f} %"
         m = v["machine"]
         lines.append(
             f"| {v['label']} | {v['train_steps']} x {v['batch_size']} | "
             f"{100 * mlm[-1][1]:.1f} % (guess {100 * v['guesses']['mlm_accuracy']:.1f} %) | "
-            f"{100 * nsp[-1][1]:.1f} % (guess {100 * floor:.1f} %) | {share} | "
+            f"{100 * nsp[-1][1]:.1f} % (guess {100 * floor:.1f} %) | {share} | {trained_nsp} | "
             f"{v['seconds'] / 60:.1f} min ({m['cpu']} family {m['cpu_family']} model "
             f"{m['cpu_model']}, {m['load_average']}) |")
     if results["corpus_seconds"] is not None:
