@@ -21,7 +21,8 @@ pretrains until its held-out MLM accuracy reaches the target or its step
 budget ends (see `research.studies.time_to_train`); `--timing_only` measures
 every recipe's time per step in one short run, alone on a quiet machine;
 `--quality` fine-tunes the reference and the fastest recipe from their
-checkpoints at the target (`research.studies.time_to_train.quality`).
+checkpoints at the target, and the reference's checkpoints kept at
+`quality.reference_steps` (`research.studies.time_to_train.quality`).
 """
 
 import argparse
@@ -69,8 +70,9 @@ def parse_args(argv):
                           "machine (run it alone on a quiet machine) and rewrite the report")
     ttt.add_argument("--quality", action="store_true",
                      help="train no recipe: fine-tune the reference and the fastest recipe "
-                          "from their checkpoints at the target (the config's quality: "
-                          "section) and rewrite the report")
+                          "from their checkpoints at the target, and the reference's "
+                          "checkpoints kept at quality.reference_steps (the config's quality: "
+                          "section), then rewrite the report")
     return parser.parse_args(argv)
 
 

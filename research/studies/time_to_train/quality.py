@@ -12,10 +12,17 @@ Chosen recipes: the reference, the fastest recipe that reached the target
 (least wall time when every reached recipe is timed, else least training
 FLOPs) and any named in `quality.recipes`.
 
-Layout: `<out>/quality/finetune/<recipe>/<task>/lr<rate>_seed<seed>/`.
+Besides, the reference's checkpoints at `quality.reference_steps` (kept while
+it trained, `runner.keep_checkpoint`) are fine-tuned the same way on
+`quality.reference_steps_tasks`, each as an arm `<reference>_step<step>`: the
+reference at a fast recipe's step count separates what the fast recipe's
+changes cost downstream from what its fewer updates cost.
+
+Layout: `<out>/quality/finetune/<recipe or arm>/<task>/lr<rate>_seed<seed>/`.
 """
 
 import dataclasses
+import functools
 import os
 import statistics
 
@@ -80,8 +87,26 @@ def crossing_checkpoint(benchmark, recipe_name: str) -> str:
                             "fine-tune")
 
 
+def reference_step_checkpoint(benchmark, step: int) -> str:
+    """The prefix of the reference recipe's checkpoint kept at `step`.
+
+    Raises:
+      FileNotFoundError: no phase of the reference kept a checkpoint at `step`.
+    """
+    recipe = benchmark.spec.recipe(benchmark.spec.reference_recipe)
+    for phase in recipe.phases:
+        prefix = ttt_runner.kept_checkpoint(benchmark.phase_dir(recipe, phase), step)
+        if os.path.isfile(prefix + ".index"):
+            return prefix
+    raise FileNotFoundError(
+        f"no checkpoint of recipe {recipe.name!r} was kept at step {step} "
+        f"(quality.reference_steps): they are copied into {ttt_runner.KEPT_DIR}/ while the "
+        "recipe trains, so a run trained before the step was listed has none")
+
+
 class QualityStudy(study_runner.Study):
-    """The study harness, with one arm per chosen recipe, initialised from its crossing.
+    """The study harness: an arm per chosen recipe, initialised from its crossing, and an
+    arm per `quality.reference_steps`, from the reference's checkpoint kept there.
 
     Args:
       benchmark: a `runner.Benchmark`.
@@ -90,6 +115,15 @@ class QualityStudy(study_runner.Study):
 
     def __init__(self, benchmark, recipes: list[str]):
         quality = benchmark.spec.quality
+        # Arm name -> a function returning its init checkpoint (raising when it is gone).
+        self._checkpoints = {name: functools.partial(crossing_checkpoint, benchmark, name)
+                             for name in recipes}
+        step_arms = []
+        for name, step in benchmark.spec.reference_step_arms().items():
+            self._checkpoints[name] = functools.partial(reference_step_checkpoint, benchmark,
+                                                        step)
+            step_arms.append(study_spec.ArmSpec(name=name, init=f"pretrained:{name}",
+                                                tasks=list(quality.reference_steps_tasks)))
         profile = quality.study_profile
         study = study_spec.load_study(quality.study, profile)
         missing = sorted(set(quality.tasks) - {task.name for task in study.suite.tasks})
@@ -100,18 +134,19 @@ class QualityStudy(study_runner.Study):
             study.suite, tasks=[task for task in study.suite.tasks if task.name in quality.tasks])
         spec = dataclasses.replace(
             study, name=f"{benchmark.spec.name}_quality",
-            pretraining=[study_spec.RunSpec(name=name) for name in recipes],
+            pretraining=[study_spec.RunSpec(name=name) for name in self._checkpoints],
             pretraining_overrides=[], reference_arms=[], tables=[], suite=suite,
-            arms=[study_spec.ArmSpec(name=name, init=f"pretrained:{name}") for name in recipes])
+            arms=[*(study_spec.ArmSpec(name=name, init=f"pretrained:{name}")
+                    for name in recipes), *step_arms])
         super().__init__(spec, os.path.join(benchmark.out_dir, QUALITY_DIR), profile,
                          benchmark.log)
         self.benchmark = benchmark
 
     def _arm_init(self, arm):
-        return crossing_checkpoint(self.benchmark, arm.name), []
+        return self._checkpoints[arm.name](), []
 
     def _require_pretrained_weights(self, arm):
-        crossing_checkpoint(self.benchmark, arm.name)  # raises when it is gone
+        self._checkpoints[arm.name]()  # raises when it is gone
 
     def cells(self, execute: bool) -> list[dict]:
         """Every (recipe, task) cell's record (`Study.run_suite_cell`); trains when `execute`."""

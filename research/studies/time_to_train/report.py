@@ -127,6 +127,13 @@ def build(benchmark) -> dict:
         study = quality.QualityStudy(benchmark, quality.recipes_to_show(benchmark, results))
         results["quality"] = quality.summarize(study.cells(execute=False),
                                                benchmark.spec.reference_recipe)
+        steps_to_target = {r["name"]: r.get("steps_to_target") for r in recipes}
+        arm_steps = benchmark.spec.reference_step_arms()
+        for row in results["quality"]:
+            # The checkpoint's step, and whether it is the recipe's crossing.
+            row["at_target"] = row["recipe"] not in arm_steps
+            row["checkpoint_step"] = arm_steps.get(row["recipe"],
+                                                   steps_to_target.get(row["recipe"]))
     return results
 
 
@@ -226,15 +233,18 @@ def quality_markdown(results: dict) -> list[str]:
     tasks = list(dict.fromkeys(row["task"] for row in rows))
     recipes = list(dict.fromkeys(row["recipe"] for row in rows))
     cells = {(row["recipe"], row["task"]): row for row in rows}
-    steps = {r["name"]: r.get("steps_to_target") for r in results["recipes"]}
+    checkpoints = {row["recipe"]: (row["checkpoint_step"], row["at_target"]) for row in rows}
     metrics = {row["task"]: row["main_metric"] for row in rows}
+    reference = results["reference_recipe"]
     lines = ["", "## Quality at the target", "",
              "Each recipe's checkpoint at its crossing evaluation, fine-tuned with the study's "
              "grid: every learning rate on the first seed, the best one on all seeds; mean ± "
              "standard deviation over those seeds (dev set, x 100). Within: the mean is at "
              f"least the reference's mean minus its standard deviation (reference: "
-             f"{results['reference_recipe']}).", "",
-             "| recipe | steps to target | " +
+             f"{reference}). Rows `{reference}_step<N>`: the reference's own checkpoint at "
+             "step N, before the target, fine-tuned the same way (a fast recipe beside the "
+             "reference at its step count: its changes against its fewer updates).", "",
+             "| recipe | checkpoint | " +
              " | ".join(f"{task} {metrics[task]}" for task in tasks) + " |",
              "|---|---|" + "---|" * len(tasks)]
     for recipe in recipes:
@@ -249,7 +259,10 @@ def quality_markdown(results: dict) -> list[str]:
                 else None]
             texts.append(f"{100 * row['mean']:.2f} ± {100 * row['std']:.2f} "
                          f"(n={len(row['scores'])}, lr {row['learning_rate']:g}{verdict})")
-        lines.append(f"| {recipe} | {steps.get(recipe) or '–'} | " + " | ".join(texts) + " |")
+        step, at_target = checkpoints[recipe]
+        where = ("–" if step is None
+                 else f"step {step:,}" + (" (target)" if at_target else ""))
+        lines.append(f"| {recipe} | {where} | " + " | ".join(texts) + " |")
     return lines
 
 

@@ -4,6 +4,7 @@ Layout of the output directory:
 
     corpus/                          the study corpus (train/ and heldout/ shards)
     runs/<recipe>/<phase>/           one trainer model_dir per phase
+    runs/<reference>/<phase>/kept/   its checkpoints at `quality.reference_steps`
     timing/, timing.json             the timing run (`research.studies.time_to_train.timing`)
     results.json, report.md, plots/  rewritten after every phase
 
@@ -16,16 +17,22 @@ target is read from its curves, never from a flag, so a rerun decides the
 same: a phase whose curve crossed is done, one that reached its last step
 without crossing hands its weights to the next phase, and any other resumes
 from its newest checkpoint. A lock per phase (`flock`) keeps two processes
-from training the same phase.
+from training the same phase. The trainer keeps only its newest checkpoints,
+so the watch also copies the reference recipe's checkpoints at
+`quality.reference_steps` into `kept/` as they are written.
 """
 
+import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+
+import tensorflow as tf
 
 from bert_tf import config as config_lib
 from bert_tf import sweep, tasks
@@ -38,6 +45,9 @@ from research.studies.time_to_train import flops
 from research.studies.time_to_train import spec as spec_lib
 
 CORPUS_LOCK = "corpus.lock"
+KEPT_DIR = "kept"
+# What a checkpoint prefix needs beside its files to load on its own (`bert_tf.checkpoints`).
+_CHECKPOINT_COMPANIONS = ("bert_tf_model.json", "vocab.txt")
 POLL_SECONDS = 2.0
 # Data settings that decide the held-out batches besides the eval_* ones: every phase
 # must share them with the reference recipe, or its accuracy is measured on other text.
@@ -64,6 +74,52 @@ def first_crossing(curve, target):
         if value >= target:
             return i
     return None
+
+
+def kept_checkpoint(model_dir: str, step: int) -> str:
+    """The prefix of the copy of `model_dir`'s checkpoint at `step` in its `kept/` folder."""
+    return os.path.join(model_dir, KEPT_DIR, f"ckpt-{step}")
+
+
+def keep_checkpoint(model_dir: str, step: int) -> bool:
+    """Copies `ckpt-<step>` of `model_dir` into `kept/` unless it is there already.
+
+    The data files go first and the index last, each through a temporary name, so an
+    index in `kept/` always belongs to a whole checkpoint. The run's model metadata and
+    vocabulary go along, so the copy loads on its own.
+
+    Args:
+      model_dir: a trainer's model directory.
+      step: the checkpoint's step.
+
+    Returns:
+      Whether the copy exists now (False: that checkpoint is not written yet, or was
+      rotated away before it could be copied).
+    """
+    kept = kept_checkpoint(model_dir, step)
+    if os.path.isfile(kept + ".index"):
+        return True
+    source = os.path.join(model_dir, f"ckpt-{step}")
+    # Listed in the `checkpoint` state file only once the save is complete.
+    state = tf.train.get_checkpoint_state(model_dir)
+    listed = [os.path.basename(path) for path in
+              (state.all_model_checkpoint_paths if state else [])]
+    if os.path.basename(source) not in listed or not os.path.isfile(source + ".index"):
+        return False
+    folder = os.path.dirname(kept)
+    os.makedirs(folder, exist_ok=True)
+    files = [*sorted(glob.glob(glob.escape(source) + ".data-*")), source + ".index",
+             *(os.path.join(model_dir, name) for name in _CHECKPOINT_COMPANIONS)]
+    try:
+        for path in files:
+            target = os.path.join(folder, os.path.basename(path))
+            if os.path.basename(path) in _CHECKPOINT_COMPANIONS and os.path.isfile(target):
+                continue
+            shutil.copyfile(path, target + ".tmp")
+            os.replace(target + ".tmp", target)
+    except FileNotFoundError:
+        return False  # the trainer's max_to_keep deleted it while it was copied
+    return True
 
 
 class Benchmark:
@@ -262,7 +318,9 @@ class Benchmark:
                 env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
                 process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
                                            env=env, pass_fds=(lock.fileno(),))
-                stopped = self._watch(process, model_dir)
+                keep = (self.spec.quality.reference_steps
+                        if recipe.name == self.spec.reference_recipe else [])
+                stopped = self._watch(process, model_dir, keep)
             seconds = time.monotonic() - started
             with open(os.path.join(model_dir, units.TIMES_FILE), "a", encoding="utf-8") as f:
                 f.write(json.dumps({"seconds": round(seconds, 1),
@@ -277,15 +335,19 @@ class Benchmark:
                                         f"to resume it ({log_path})")
         self.log(f"== {name}: done in {seconds / 60:.1f} min")
 
-    def _watch(self, process, model_dir):
+    def _watch(self, process, model_dir, keep_steps=()):
         """Waits for the trainer; SIGTERMs it once its newest evaluation reaches the target.
 
+        Copies its checkpoints at `keep_steps` into `kept/` as they appear (the
+        trainer rotates checkpoints away after `trainer.max_to_keep` newer ones).
         Returns whether it was stopped that way.
         """
         results_path = os.path.join(model_dir, "eval_results.json")
         stopped = False
+        to_keep = list(keep_steps)
         while process.poll() is None:
             time.sleep(POLL_SECONDS)
+            to_keep = [step for step in to_keep if not keep_checkpoint(model_dir, step)]
             if stopped or not os.path.isfile(results_path):
                 continue
             try:
@@ -299,4 +361,6 @@ class Benchmark:
                          f"{self.target:.4f}: stopping the trainer")
                 process.send_signal(signal.SIGTERM)
                 stopped = True
+        for step in to_keep:  # the last save may come after the last poll
+            keep_checkpoint(model_dir, step)
         return stopped

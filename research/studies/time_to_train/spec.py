@@ -72,6 +72,13 @@ class QualitySpec:
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["stsb", "mrpc", "rte"])
     # Recipes fine-tuned besides the reference and the fastest one.
     recipes: list[str] = dataclasses.field(default_factory=list)
+    # The reference recipe's checkpoints at these steps, kept while it trains and fine-tuned
+    # like the crossings: the reference at a fast recipe's step count tells whether that
+    # recipe's downstream gap comes from its changes or from its fewer updates. Each must be
+    # a multiple of the reference's eval_every (checkpoints are written at evaluations).
+    reference_steps: list[int] = dataclasses.field(default_factory=list)
+    # The tasks (of `tasks`) those checkpoints are fine-tuned on; empty: all of `tasks`.
+    reference_steps_tasks: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -98,6 +105,11 @@ class TimeToTrainSpec:
 
     def recipe(self, name: str) -> RecipeSpec:
         return next(recipe for recipe in self.recipes if recipe.name == name)
+
+    def reference_step_arms(self) -> dict[str, int]:
+        """`{arm name: step}` of `quality.reference_steps`: `<reference>_step<step>`."""
+        return {f"{self.reference_recipe}_step{step}": step
+                for step in self.quality.reference_steps}
 
     def validate(self, source: str) -> None:
         """Cross-field checks, each error naming the file and the key."""
@@ -129,6 +141,22 @@ class TimeToTrainSpec:
                                          f"({names})")
         if not self.quality.tasks:
             raise config_lib.ConfigError(f"{source}: quality.tasks is empty")
+        every = self.recipe(self.reference_recipe).eval_every
+        off_grid = [step for step in self.quality.reference_steps
+                    if step < 1 or step % every]
+        if off_grid:
+            raise config_lib.ConfigError(
+                f"{source}: quality.reference_steps {off_grid} are not positive multiples of "
+                f"the reference recipe's eval_every ({every}): no checkpoint is written there")
+        clashes = [arm for arm in self.reference_step_arms() if arm in names]
+        if clashes:
+            raise config_lib.ConfigError(f"{source}: recipes {clashes} have the names of "
+                                         "quality.reference_steps' fine-tuning arms")
+        strangers = [task for task in self.quality.reference_steps_tasks
+                     if task not in self.quality.tasks]
+        if strangers:
+            raise config_lib.ConfigError(f"{source}: quality.reference_steps_tasks {strangers} "
+                                         f"are not in quality.tasks {self.quality.tasks}")
         if self.timing.steps <= self.timing.steps_per_loop or self.timing.steps_per_loop < 1:
             raise config_lib.ConfigError(f"{source}: timing.steps ({self.timing.steps}) must "
                                          f"exceed timing.steps_per_loop "

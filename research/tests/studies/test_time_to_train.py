@@ -34,6 +34,11 @@ def test_the_benchmark_and_its_ci_profile_load():
     ({"timing": {"steps": 10, "steps_per_loop": 10}}, "timing.steps (10) must exceed"),
     ({"quality": {"recipes": ["fast"]}}, "quality.recipes ['fast'] are not recipes"),
     ({"quality": {"tasks": []}}, "quality.tasks is empty"),
+    ({"quality": {"reference_steps": [600, 630]}},
+     "quality.reference_steps [630] are not positive multiples of the reference recipe's "
+     "eval_every (50)"),
+    ({"quality": {"reference_steps": [600], "reference_steps_tasks": ["cola"]}},
+     "quality.reference_steps_tasks ['cola'] are not in quality.tasks"),
 ])
 def test_inconsistent_specs_are_errors(tmp_path, patch, message):
     values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
@@ -106,6 +111,55 @@ def test_flops_of_the_baseline_step():
     assert flops.forward_multiply_adds_per_row(shape) == per_row
     assert flops.training_flops_per_step(shape) == 6 * per_row * 128
     assert shape.token_positions == 16384
+
+
+def test_a_recipe_may_not_take_the_name_of_a_reference_step_arm(tmp_path):
+    values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
+    values["recipes"].append({**values["recipes"][0], "name": "baseline_step600"})
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps(values))
+    with pytest.raises(config_lib.ConfigError) as raised:
+        spec_lib.load(str(path))
+    assert "recipes ['baseline_step600'] have the names of quality.reference_steps'" in \
+        str(raised.value)
+
+
+def _save_checkpoints(model_dir, steps, max_to_keep):
+    """Writes `ckpt-<step>` for each step as the trainer does (rotating old ones away)."""
+    import tensorflow as tf
+
+    weight = tf.Variable(0.0)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(weight=weight), str(model_dir),
+                                         max_to_keep=max_to_keep, checkpoint_name="ckpt")
+    for step in steps:
+        weight.assign(float(step))
+        manager.save(checkpoint_number=step)
+
+
+def test_keep_checkpoint_copies_a_whole_listed_checkpoint_with_its_metadata(tmp_path):
+    import tensorflow as tf
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "bert_tf_model.json").write_text("{}")
+    (run / "vocab.txt").write_text("[PAD]\n")
+    _save_checkpoints(run, [4, 8], max_to_keep=3)
+    assert not runner.keep_checkpoint(str(run), 12)  # not written yet
+    assert runner.keep_checkpoint(str(run), 4)
+    kept = runner.kept_checkpoint(str(run), 4)
+    assert kept == str(run / "kept" / "ckpt-4")
+    reader = tf.train.load_checkpoint(kept)
+    assert reader.get_tensor("weight/.ATTRIBUTES/VARIABLE_VALUE") == 4.0
+    assert sorted(p.name for p in (run / "kept").iterdir() if not p.name.startswith("ckpt")) \
+        == ["bert_tf_model.json", "vocab.txt"]
+    # Rotated away by newer saves: the kept copy stays; one never kept cannot be made.
+    _save_checkpoints(run, [12, 16, 20], max_to_keep=3)
+    assert not (run / "ckpt-4.index").exists()
+    assert runner.keep_checkpoint(str(run), 4)
+    assert not runner.keep_checkpoint(str(run), 8)
+    # A save not yet listed in the `checkpoint` state file (still being written) is not copied.
+    (run / "ckpt-24.index").write_bytes(b"partial")
+    assert not runner.keep_checkpoint(str(run), 24)
 
 
 @pytest.mark.long  # a few seconds: every recipe's config resolved twice
@@ -206,8 +260,16 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
     assert f"fine-tuning at the target: {', '.join(dict.fromkeys(['baseline', fastest]))}" in tuned
     results = json.loads((out / "results.json").read_text())
     rows = {row["recipe"]: row for row in results["quality"]}
-    assert set(rows) == {"baseline", fastest} and all(r["task"] == "stsb" for r in rows.values())
+    # Besides the crossings, the reference's checkpoint kept at step 4 (quality.reference_steps).
+    assert set(rows) == {"baseline", fastest, "baseline_step4"}
+    assert all(r["task"] == "stsb" for r in rows.values())
     assert all(row["complete"] and len(row["scores"]) == 1 for row in rows.values())
+    assert (rows["baseline_step4"]["checkpoint_step"], rows["baseline_step4"]["at_target"]) \
+        == (4, False)
+    (step_run,) = (out / "quality" / "finetune" / "baseline_step4" / "stsb").iterdir()
+    assert f"--init_checkpoint {out / 'runs' / 'baseline' / 'main' / 'kept' / 'ckpt-4'}" in (
+        step_run / "train.log").read_text()
+    assert "| baseline_step4 | step 4 |" in (out / "report.md").read_text()
     (run_dir,) = (out / "quality" / "finetune" / fastest / "stsb").iterdir()
     crossing = next(r for r in results["recipes"] if r["name"] == fastest)
     phase = next(p["name"] for p in crossing["phases"] if p["state"] == "reached")
