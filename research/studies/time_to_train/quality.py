@@ -99,9 +99,10 @@ def reference_step_checkpoint(benchmark, step: int) -> str:
         if os.path.isfile(prefix + ".index"):
             return prefix
     raise FileNotFoundError(
-        f"no checkpoint of recipe {recipe.name!r} was kept at step {step} "
-        f"(quality.reference_steps): they are copied into {ttt_runner.KEPT_DIR}/ while the "
-        "recipe trains, so a run trained before the step was listed has none")
+        f"no checkpoint of recipe {recipe.name!r} is kept at step {step} "
+        f"(quality.reference_steps): it is copied into {ttt_runner.KEPT_DIR}/ when the "
+        "recipe's training passes that step, so a run not there yet, or trained before the "
+        "step was listed, has none")
 
 
 class QualityStudy(study_runner.Study):
