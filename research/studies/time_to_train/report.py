@@ -252,7 +252,8 @@ def quality_markdown(results: dict) -> list[str]:
         for task in tasks:
             row = cells.get((recipe, task))
             if row is None or not row["complete"]:
-                texts.append("pending")
+                # No cell: not one of the arm's tasks (quality.reference_steps_tasks).
+                texts.append("–" if row is None else "pending")
                 continue
             verdict = {True: ", within", False: ", below", None: ""}[
                 row["within_reference_spread"] if recipe != results["reference_recipe"]

@@ -75,12 +75,12 @@ def test_the_reference_is_read_between_its_evaluations_at_the_same_flops():
     assert report.reference_value_at(curve, 25.0) is None
 
 
-def _cell(recipe, scores, chosen=2e-5, complete=True):
-    runs = [{"learning_rate": chosen, "seed": seed, "metrics": {"pearson": score}}
+def _cell(recipe, scores, chosen=2e-5, complete=True, task="stsb", metric="pearson"):
+    runs = [{"learning_rate": chosen, "seed": seed, "metrics": {metric: score}}
             for seed, score in enumerate(scores)]
     # A rate the selection passed over does not count.
-    runs.append({"learning_rate": 1e-4, "seed": 0, "metrics": {"pearson": 0.99}})
-    return {"arm": recipe, "task": "stsb", "main_metric": "pearson",
+    runs.append({"learning_rate": 1e-4, "seed": 0, "metrics": {metric: 0.99}})
+    return {"arm": recipe, "task": task, "main_metric": metric,
             "chosen_learning_rate": chosen if complete else None, "complete": complete,
             "runs": runs}
 
@@ -99,6 +99,26 @@ def test_quality_rows_compare_each_mean_with_the_reference_spread():
     assert by_recipe["faster"]["within_reference_spread"] is False
     assert by_recipe["pending"]["mean"] is None
     assert by_recipe["pending"]["within_reference_spread"] is None
+
+
+def test_the_quality_table_tells_a_task_not_run_from_one_pending():
+    from research.studies.time_to_train import report
+
+    mrpc = _cell("baseline", [0.80, 0.82], task="mrpc", metric="f1")
+    pending = _cell("fast", [0.7], complete=False, task="mrpc", metric="f1")
+    rows = quality.summarize([_cell("baseline", [0.50, 0.54]), mrpc,
+                              _cell("fast", [0.51, 0.51]), pending,
+                              _cell("baseline_step600", [0.30, 0.32])], "baseline")
+    steps = {"baseline": (2900, True), "fast": (600, True), "baseline_step600": (600, False)}
+    for row in rows:
+        row["checkpoint_step"], row["at_target"] = steps[row["recipe"]]
+    table = report.quality_markdown({"quality": rows, "reference_recipe": "baseline"})
+    assert "| baseline | step 2,900 (target) | 52.00 ± 2.83 (n=2, lr 2e-05) | 81.00 ± 1.41 " \
+        "(n=2, lr 2e-05) |" in table
+    assert "| fast | step 600 (target) | 51.00 ± 0.00 (n=2, lr 2e-05, within) | pending |" \
+        in table
+    # The reference's step arm fine-tunes on STS-B only: its MRPC cell is not pending.
+    assert "| baseline_step600 | step 600 | 31.00 ± 1.41 (n=2, lr 2e-05, below) | – |" in table
 
 
 def test_flops_of_the_baseline_step():
