@@ -100,11 +100,13 @@ def keep_checkpoint(model_dir: str, step: int) -> bool:
     if os.path.isfile(kept + ".index"):
         return True
     source = os.path.join(model_dir, f"ckpt-{step}")
+    if not os.path.isfile(source + ".index"):
+        return False
     # Listed in the `checkpoint` state file only once the save is complete.
     state = tf.train.get_checkpoint_state(model_dir)
     listed = [os.path.basename(path) for path in
               (state.all_model_checkpoint_paths if state else [])]
-    if os.path.basename(source) not in listed or not os.path.isfile(source + ".index"):
+    if os.path.basename(source) not in listed:
         return False
     folder = os.path.dirname(kept)
     os.makedirs(folder, exist_ok=True)
