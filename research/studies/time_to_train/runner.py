@@ -32,10 +32,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-import tensorflow as tf
-
 from bert_tf import config as config_lib
 from bert_tf import sweep, tasks
+from bert_tf.checkpoints import readable
 from bert_tf.tasks.pretraining import PretrainingTask
 from research import shared_data
 from research.studies import corpus as corpus_lib
@@ -103,9 +102,7 @@ def keep_checkpoint(model_dir: str, step: int) -> bool:
     if not os.path.isfile(source + ".index"):
         return False
     # Listed in the `checkpoint` state file only once the save is complete.
-    state = tf.train.get_checkpoint_state(model_dir)
-    listed = [os.path.basename(path) for path in
-              (state.all_model_checkpoint_paths if state else [])]
+    listed = [os.path.basename(path) for path in readable.listed_checkpoints(model_dir)]
     if os.path.basename(source) not in listed:
         return False
     folder = os.path.dirname(kept)
