@@ -23,7 +23,8 @@ def load(name, *overrides):
 
 def test_every_config_loads_strictly():
     paths = sorted(glob.glob(os.path.join(PRETRAIN, "*.yaml")))
-    assert len(paths) == 2 * len(SIZES) + 1  # two phases per size, and the demo
+    # Per size the paper's two phases and the fast phase 1, and the demo.
+    assert len(paths) == 3 * len(SIZES) + 1
     for path in paths:
         task_class, experiment = tasks.load_experiment(path)
         assert task_class.name == "pretraining", path
@@ -54,6 +55,15 @@ def test_pretraining_configs_have_the_paper_defaults(size):
     np.testing.assert_allclose(float(end_of_phase1(900_000)), float(start_of_phase2(0)),
                                rtol=1e-4)
     assert float(start_of_phase2(100_000)) == 0.0
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_fast_configs_change_only_the_first_phase_length(size):
+    paper, fast = config_lib.to_dict(load(size)), config_lib.to_dict(load(f"{size}_fast"))
+    assert (fast["data"].pop("max_seq_length"), fast["data"].pop("max_predictions_per_seq")) == (
+        64, 10)
+    del paper["data"]["max_seq_length"], paper["data"]["max_predictions_per_seq"]
+    assert fast == paper
 
 
 def test_unknown_keys_and_wrong_types_name_the_key(tmp_path):
