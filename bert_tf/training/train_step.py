@@ -17,11 +17,29 @@ need) and returns the metric sums of the loop. Nothing string-typed enters
 it: tokenization stays in the host input pipeline.
 """
 
+import logging
+
 import tensorflow as tf
 
 from bert_tf.training import strategies
 
 SUM = tf.distribute.ReduceOp.SUM
+
+
+def _keep_accumulated_sums_as_adds():
+    """Turns off Grappler's arithmetic optimizer for this process.
+
+    With gradient accumulation inside a multi-step training loop, TF 2.20's
+    arithmetic optimizer merges the micro-batch sum of a wide gradient (the
+    30,522 x 256 word embeddings of BERT-mini are enough) into an accumulator
+    whose temporary variable is created again, under the same name, by the
+    next step of the loop: `AlreadyExistsError ... AddOpsRewrite_add_N/tmp_var`
+    on the loop's second step. Without the rewrite the sums stay plain adds.
+    The option is process-wide; the training process is the one that needs it.
+    """
+    tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})
+    logging.info("gradient accumulation: Grappler's arithmetic optimizer is off for this "
+                 "process (TF's rewrite of the accumulated sums fails in training loops)")
 
 
 def _dense(gradient):
@@ -88,6 +106,8 @@ class TrainStep:
         self.loss_scale = loss_scale
         self.clip_norm = clip_norm
         self.accumulation_steps = accumulation_steps
+        if accumulation_steps > 1:
+            _keep_accumulated_sums_as_adds()
         self.step = step
         self.consecutive_nonfinite = consecutive_nonfinite
         self.stop_requested = stop_requested
