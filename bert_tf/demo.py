@@ -1,16 +1,19 @@
 """`python -m bert_tf.demo`: pretrain a BERT-mini-sized model from scratch, offline.
 
 The README's main job: a BERT of BERT-mini's size (L4/H256/A4) learns masked
-LM and next-sentence prediction on a Wikipedia excerpt, 800 steps of batch
-64 at length 128; how long that takes depends on the CPU (the log shows the
-progress and an ETA from the first steps on). It
+LM and next-sentence prediction on a Wikipedia excerpt in two phases, as the
+paper trains at length 128 and then 512: 720 steps of batch 128 at length 64,
+then 80 steps of batch 64 at length 128 from those weights. How long that takes
+depends on the CPU (the log shows the progress and an ETA from the first steps
+on). It
   1. finds the Wikipedia pages-articles excerpt that the `gensim` wheel ships
      in its test data (the `demo` extra installs gensim), with importlib.resources;
   2. turns it into a BERT corpus (one sentence per line, blank line between
      articles) with `bert_tf.data.wikipedia`;
   3. learns an uncased WordPiece vocabulary on it;
-  4. pretrains the packaged `pretrain/demo` config (MLM + NSP) with the trainer,
-     leaving checkpoints and TensorBoard logs in --model_dir;
+  4. pretrains the packaged `pretrain/demo` config (MLM + NSP) into
+     `<model_dir>/phase1`, then `pretrain/demo_seq128` from its weights into
+     --model_dir, leaving checkpoints and TensorBoard logs in both;
   5. ends with one screen: held-out MLM and NSP accuracy at every evaluation,
      beside what a model that learned nothing scores on the same held-out
      batches (always answering the most frequent token, and the more frequent
@@ -21,6 +24,7 @@ Running it again resumes the run (steps 2 and 3 are skipped when their files exi
 """
 
 import argparse
+import dataclasses
 import importlib.resources
 import json
 import os
@@ -33,7 +37,11 @@ from bert_tf import console
 # Where a clone of the repository documents the studies (they run from a clone, not an install).
 EVIDENCE_DOC = "docs/evidence.md"
 DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-CONFIG = "pretrain/demo"  # a packaged preset (bert_tf.packaged_configs)
+# Packaged presets (bert_tf.packaged_configs): phase 1, and phase 2 from its weights.
+CONFIG = "pretrain/demo"
+SECOND_CONFIG = "pretrain/demo_seq128"
+NO_SECOND_PHASE = "none"
+FIRST_PHASE_DIR = "phase1"  # inside --model_dir, which holds the last phase
 
 
 def gensim_dump_path():
@@ -72,9 +80,27 @@ def prepare_corpus(dump, corpus_dir, vocab_size):
     return text_path, vocab_path
 
 
-# At most this many evaluations on the screen: evenly spaced, always the last.
+# At most this many evaluations of a phase on the screen: evenly spaced, always the last.
 SCREEN_EVALUATIONS = 10
 NSP_ANSWERS = {0: "is next", 1: "not next"}
+ACCURACY_TAGS = ("mlm_accuracy", "nsp_accuracy")
+
+
+@dataclasses.dataclass
+class HeldOut:
+    """One phase's held-out evaluations, as the screen shows them.
+
+    Attributes:
+      length: the phase's sequence length (its evaluations use it too).
+      first_step: steps trained before the phase (its steps are shown after them).
+      scalars: `{tag: [(step, value), ...]}` of the phase's `eval/` summaries.
+      guesses: `PretrainingTask.constant_guesses` on the phase's held-out batches.
+    """
+
+    length: int
+    first_step: int
+    scalars: dict
+    guesses: dict
 
 
 def _evaluations_to_show(steps):
@@ -83,35 +109,42 @@ def _evaluations_to_show(steps):
     return shown if shown[-1] == steps[-1] else shown + [steps[-1]]
 
 
-def accuracy_table(held_out, guesses, vocab):
+def accuracy_table(phases: list[HeldOut], vocab: list[str]) -> list[str]:
     """The screen's held-out accuracy rows, ending with what a constant answer scores.
 
     Args:
-      held_out: `{tag: [(step, value), ...]}` of the run's `eval/` summaries.
-      guesses: `PretrainingTask.constant_guesses` for the same held-out batches.
+      phases: each phase's evaluations, in training order.
       vocab: the WordPiece vocabulary, to name the guessed token.
 
     Returns:
-      The rows, each a string.
+      The rows, each a string; none when no phase logged an accuracy.
     """
-    columns = [tag for tag in ("mlm_accuracy", "nsp_accuracy") if held_out.get(tag)]
+    columns = [tag for tag in ACCURACY_TAGS if any(p.scalars.get(tag) for p in phases)]
     if not columns:  # evaluations that logged neither accuracy: nothing to tabulate
         return []
-    values = {tag: dict(held_out[tag]) for tag in columns}
-    steps = sorted(set().union(*values.values()))
     titles = {"mlm_accuracy": "masked LM", "nsp_accuracy": "next sentence"}
-    rows = [f"{'held-out accuracy':<22} {'step':>6}" +
+    rows = [f"{'held-out accuracy':<22} {'step':>6} {'length':>6}" +
             "".join(f"{titles[tag]:>15}" for tag in columns)]
-    for step in _evaluations_to_show(steps):
-        cells = [f"{100 * values[tag][step]:13.1f} %" if step in values[tag] else " " * 15
-                 for tag in columns]
-        rows.append(f"{'':<22} {step:>6,}" + "".join(cells))
-    if all(tag in guesses for tag in columns):
-        rows.append(f"{'':<22} {'guess':>6}" +
-                    "".join(f"{100 * guesses[tag].accuracy:13.1f} %" for tag in columns))
-        answers = {"mlm_accuracy": f"always {vocab[guesses['mlm_accuracy'].label]!r}",
-                   "nsp_accuracy": f"always {NSP_ANSWERS[guesses['nsp_accuracy'].label]!r}"
-                                   if "nsp_accuracy" in guesses else ""}
+    guess_rows, answers = [], {}
+    for phase in phases:
+        values = {tag: dict(phase.scalars.get(tag, [])) for tag in columns}
+        steps = sorted(set().union(*values.values()))
+        for step in _evaluations_to_show(steps) if steps else []:
+            cells = [f"{100 * values[tag][step]:13.1f} %" if step in values[tag]
+                     else " " * 15 for tag in columns]
+            rows.append(f"{'':<22} {phase.first_step + step:>6,} {phase.length:>6}" +
+                        "".join(cells))
+        if all(tag in phase.guesses for tag in columns):
+            # Phases that evaluate alike share one row.
+            guess_rows.append(f"{'':<22} {'guess':>6} {phase.length:>6}" +
+                              "".join(f"{100 * phase.guesses[tag].accuracy:13.1f} %"
+                                      for tag in columns))
+            answers = {"mlm_accuracy": f"always {vocab[phase.guesses['mlm_accuracy'].label]!r}",
+                       "nsp_accuracy": f"always "
+                                       f"{NSP_ANSWERS[phase.guesses['nsp_accuracy'].label]!r}"
+                                       if "nsp_accuracy" in phase.guesses else ""}
+    if guess_rows:
+        rows += list(dict.fromkeys(guess_rows))
         rows.append(f"{'':<22} (guess: what a model that learned nothing scores, "
                     f"{' and '.join(answers[tag] for tag in columns)})")
     return rows
@@ -122,42 +155,68 @@ def export_dir(model_dir):
     return os.path.join("exports", os.path.basename(os.path.normpath(model_dir)) or "demo")
 
 
-def summary_screen(model_dir, experiment, seconds, guesses=None):
+@dataclasses.dataclass
+class TrainedPhase:
+    """One finished phase of the demo.
+
+    Attributes:
+      experiment: the phase's resolved pretraining experiment.
+      run_dir: its model_dir.
+      first_step: steps trained before the phase.
+      guesses: `PretrainingTask.constant_guesses` on its held-out batches ({} without
+        evaluation).
+    """
+
+    experiment: object
+    run_dir: str
+    first_step: int
+    guesses: dict
+
+
+def _schedule(phases):
+    """One line per phase: its steps, batch and length."""
+    return [f"{'then ' if i else ''}{p.experiment.trainer.train_steps:,} steps of batch "
+            f"{p.experiment.trainer.global_batch_size} at length "
+            f"{p.experiment.data.max_seq_length}" for i, p in enumerate(phases)]
+
+
+def summary_screen(model_dir: str, phases: list[TrainedPhase], seconds: float) -> str:
     """The demo's last screen: what was trained, what it learned, where it is, what next.
 
     Every command it prints runs on an install of bert_tf with the demo extra.
 
     Args:
-      model_dir: the run directory.
-      experiment: the resolved pretraining experiment.
+      model_dir: the run directory (the last phase's).
+      phases: the phases trained, in order; their held-out accuracies are shown
+        beside their constant guesses, the floor to read them against.
       seconds: wall time of this invocation.
-      guesses: `PretrainingTask.constant_guesses` on the held-out batches, shown
-        under the accuracies as the floor to read them against.
 
     Returns:
       The screen as one string.
     """
     from bert_tf.training.summaries import read_scalars
 
-    encoder, trainer = experiment.model.encoder, experiment.trainer
-    held_out = read_scalars(os.path.join(model_dir, "eval"))
+    experiment = phases[-1].experiment
+    encoder = experiment.model.encoder
+    held_out = [HeldOut(p.experiment.data.max_seq_length, p.first_step,
+                        read_scalars(os.path.join(p.run_dir, "eval")), p.guesses)
+                for p in phases]
     path = os.path.abspath(model_dir)
     shape = f"L{encoder.num_layers}/H{encoder.hidden_size}/A{encoder.num_heads}"
     lines = ["", "=" * 72, "bert_tf demo: what you got", "=" * 72,
-             f"{'model':<22} BERT {shape}, vocab {encoder.vocab_size:,}, MLM + NSP from scratch,",
-             f"{'':<22} {trainer.train_steps:,} steps of batch {trainer.global_batch_size} "
-             f"at length {experiment.data.max_seq_length} ({seconds / 60:.1f} min this run)"]
-    if held_out:
+             f"{'model':<22} BERT {shape}, vocab {encoder.vocab_size:,}, MLM + NSP from scratch:"]
+    schedule = _schedule(phases)
+    schedule[-1] += f" ({seconds / 60:.1f} min this run)"
+    lines += [f"{'':<22} {line}" for line in schedule]
+    table = []
+    if any(h.scalars for h in held_out):
         with open(experiment.data.vocab_file, encoding="utf-8") as f:
-            vocab = f.read().splitlines()
-        lines += accuracy_table(held_out, guesses or {}, vocab)
-    else:
-        lines.append("held-out accuracy      no evaluation was run (trainer.eval_every, "
-                     "data.eval_holdout_every)")
+            table = accuracy_table(held_out, f.read().splitlines())
+    lines += table or ["held-out accuracy      no evaluation was run (trainer.eval_every, "
+                       "data.eval_holdout_every)"]
     run = shlex.quote(model_dir)
     lines += [f"checkpoints            {path}  (bert_tf.load_encoder({model_dir!r}))",
-              f"curves                 {os.path.join(path, 'train')}, "
-              f"{os.path.join(path, 'eval')}",
+              f"curves                 train/ and eval/ of each phase, under {path}",
               f"TensorBoard            tensorboard --logdir {run}",
               f"export for serving     python -m bert_tf.export --model_dir {run} "
               f"--export_dir {shlex.quote(export_dir(model_dir))}",
@@ -180,12 +239,23 @@ def parse_args(argv):
     parser.add_argument("--dump", default=None,
                         help="a pages-articles dump to use instead of gensim's excerpt")
     parser.add_argument("--config", default=CONFIG,
-                        help=f"experiment YAML or packaged preset (default: {CONFIG})")
+                        help=f"phase 1: experiment YAML or packaged preset (default: {CONFIG})")
+    parser.add_argument("--second_phase", default=SECOND_CONFIG,
+                        help=f"phase 2, from phase 1's weights: experiment YAML or packaged "
+                             f"preset (default: {SECOND_CONFIG}); {NO_SECOND_PHASE!r} trains "
+                             "phase 1 alone, in --model_dir")
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="config override (repeatable)")
     console.add_verbose_flag(parser)
     return parser.parse_args(argv)
+
+
+def _at_last_step(run_dir, train_steps):
+    from bert_tf.checkpoints import readable
+
+    listed = readable.listed_checkpoints(run_dir)
+    return bool(listed) and os.path.basename(listed[0]) == f"ckpt-{train_steps}"
 
 
 def main(argv=None):
@@ -202,21 +272,32 @@ def main(argv=None):
     from bert_tf import tasks, train
 
     # JSON is valid YAML: paths with spaces or colons survive the override parser.
+    # --set applies to every phase: both train one model on one corpus.
     overrides = [f"data.train_files={json.dumps([text_path])}",
                  f"data.vocab_file={json.dumps(vocab_path)}",
                  f"model.encoder.vocab_size={args.vocab_size}", *args.overrides]
-    task_class, experiment = tasks.load_experiment(args.config, overrides)
+    configs = [args.config]
+    run_dirs = [args.model_dir]
+    if args.second_phase != NO_SECOND_PHASE:
+        configs.append(args.second_phase)
+        run_dirs.insert(0, os.path.join(args.model_dir, FIRST_PHASE_DIR))
     started = time.monotonic()
-    code = train.run(task_class, experiment, args.model_dir)
-    seconds = time.monotonic() - started
-    if code == 0:
-        task, trainer = task_class(experiment), experiment.trainer
+    phases, init_checkpoint, first_step = [], None, 0
+    for config, run_dir in zip(configs, run_dirs):
+        task_class, experiment = tasks.load_experiment(config, overrides)
+        code = train.run(task_class, experiment, run_dir, init_checkpoint)
+        trainer = experiment.trainer
+        if code != 0 or not _at_last_step(run_dir, trainer.train_steps):
+            return code  # failed, or stopped by a signal: a rerun resumes it
+        task = task_class(experiment)
         guesses = {}
         if task.has_eval_data and trainer.eval_every:
             guesses = task.constant_guesses(
                 trainer.eval_batch_size or trainer.global_batch_size, trainer.eval_steps)
-        print(summary_screen(args.model_dir, experiment, seconds, guesses))
-    return code
+        phases.append(TrainedPhase(experiment, run_dir, first_step, guesses))
+        init_checkpoint, first_step = run_dir, first_step + trainer.train_steps
+    print(summary_screen(args.model_dir, phases, time.monotonic() - started))
+    return 0
 
 
 if __name__ == "__main__":

@@ -64,19 +64,20 @@ def test_help_answers_without_importing_tensorflow(command):
     assert "usage" in probe.stdout.lower() + probe.stderr.lower()
 
 
-def test_demo_help_describes_the_packaged_config():
-    """`demo --help` states the model and schedule that configs/pretrain/demo.yaml trains."""
+def test_demo_help_describes_the_packaged_configs():
+    """`demo --help` states the model and the schedule of both phases the demo trains."""
     import yaml
 
     from bert_tf import demo, packaged_configs
 
-    with open(packaged_configs.resolve(demo.CONFIG), encoding="utf-8") as f:
-        config = yaml.safe_load(f)
-    encoder, trainer = config["model"]["encoder"], config["trainer"]
     text = " ".join(demo.__doc__.split())
-    shape = (f"L{encoder['num_layers']}/H{encoder['hidden_size']}/"
-             f"A{encoder['num_heads']}")
-    assert shape in text
-    assert (f"{trainer['train_steps']} steps of batch {trainer['global_batch_size']} at length "
-            f"{config['data']['max_seq_length']}") in text
+    for name in (demo.CONFIG, demo.SECOND_CONFIG):
+        with open(packaged_configs.resolve(name), encoding="utf-8") as f:
+            config = yaml.safe_load(f)
+        encoder, trainer = config["model"]["encoder"], config["trainer"]
+        shape = (f"L{encoder['num_layers']}/H{encoder['hidden_size']}/"
+                 f"A{encoder['num_heads']}")
+        assert shape in text
+        assert (f"{trainer['train_steps']} steps of batch {trainer['global_batch_size']} at "
+                f"length {config['data']['max_seq_length']}") in text
     assert "tiny" not in text and "minutes" not in text  # no size or time it does not have

@@ -49,6 +49,8 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path, monkeypatch, capsys)
     with open(corpus / "wiki.txt", encoding="utf-8") as f:
         documents = f.read().split("\n\n")
     assert len(documents) == 105  # the excerpt's articles (see tests/data/test_wikipedia.py)
+    # Phase 1 in its own folder; phase 2, from its weights, in --model_dir.
+    assert os.path.exists(model_dir / demo.FIRST_PHASE_DIR / "ckpt-4.index")
     assert os.path.exists(model_dir / "ckpt-4.index")
     # The demo's `auto` precision is resolved by this CPU's flags and recorded.
     with open(model_dir / "params.yaml", encoding="utf-8") as f:
@@ -59,11 +61,15 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path, monkeypatch, capsys)
     # where everything is, and next steps that work on a demo install.
     screen = result.stdout[result.stdout.index("bert_tf demo: what you got"):]
     # Every evaluation, then the floor measured on the same held-out batches.
-    assert re.search(r"held-out accuracy +step +masked LM +next sentence\n"
-                     r" +2 +[\d.]+ % +[\d.]+ %\n +4 +[\d.]+ % +[\d.]+ %\n"
-                     r" +guess +[\d.]+ % +(4\d|5\d)\.\d %\n"
+    # Every evaluation of both phases (the second's steps after the first's), then the
+    # floor measured on the same held-out batches.
+    assert re.search(r"held-out accuracy +step +length +masked LM +next sentence\n"
+                     r"(?: +[2468] +32 +[\d.]+ % +[\d.]+ %\n){4}"
+                     r" +guess +32 +[\d.]+ % +(4\d|5\d)\.\d %\n"
                      r" +\(guess: what a model that learned nothing scores, always '[^']+' and "
                      r"always '(is next|not next)'\)", screen)
+    assert [line.split()[0] for line in screen.splitlines()
+            if re.match(r" +[2468] +32 ", line)] == ["2", "4", "6", "8"]
     assert f"checkpoints            {model_dir}" in screen
     assert f"TensorBoard            tensorboard --logdir {model_dir}" in screen
     assert f"{demo.EVIDENCE_DOC} in the bert_tf repository" in screen
@@ -85,8 +91,9 @@ def test_the_demo_screen_prints_only_commands_a_demo_install_has(tmp_path):
     from bert_tf import tasks
 
     os.makedirs(tmp_path / "demo" / "eval")
-    _, experiment = tasks.load_experiment(demo.CONFIG)
-    screen = demo.summary_screen(str(tmp_path / "demo"), experiment, 60.0)
+    phases = [demo.TrainedPhase(tasks.load_experiment(config)[1], str(tmp_path / "demo"), 0, {})
+              for config in (demo.CONFIG, demo.SECOND_CONFIG)]
+    screen = demo.summary_screen(str(tmp_path / "demo"), phases, 60.0)
     modules = re.findall(r"python -m ([\w.]+)", screen)
     assert modules == ["bert_tf.export"]
     assert all(importlib.util.find_spec(module) for module in modules)
@@ -100,18 +107,35 @@ def test_the_accuracy_table_shows_each_evaluation_beside_the_constant_guess():
     held_out = {"mlm_accuracy": [(100, 0.066), (200, 0.092), (300, 0.111)],
                 "nsp_accuracy": [(100, 0.511), (200, 0.511), (300, 0.584)]}
     guesses = {"mlm_accuracy": ConstantGuess(2, 0.0507), "nsp_accuracy": ConstantGuess(1, 0.5107)}
-    rows = demo.accuracy_table(held_out, guesses, ["[PAD]", "[UNK]", "the"])
+    rows = demo.accuracy_table([demo.HeldOut(128, 0, held_out, guesses)],
+                               ["[PAD]", "[UNK]", "the"])
+    assert rows[0].split() == ["held-out", "accuracy", "step", "length", "masked", "LM",
+                               "next", "sentence"]
     assert [row.split() for row in rows[1:4]] == [
-        ["100", "6.6", "%", "51.1", "%"], ["200", "9.2", "%", "51.1", "%"],
-        ["300", "11.1", "%", "58.4", "%"]]
-    assert rows[4].split() == ["guess", "5.1", "%", "51.1", "%"]
+        ["100", "128", "6.6", "%", "51.1", "%"], ["200", "128", "9.2", "%", "51.1", "%"],
+        ["300", "128", "11.1", "%", "58.4", "%"]]
+    assert rows[4].split() == ["guess", "128", "5.1", "%", "51.1", "%"]
     assert "always 'the' and always 'not next'" in rows[5]
     # A long run shows at most SCREEN_EVALUATIONS + 1 rows, evenly spaced, ending at its last.
     long_run = {"mlm_accuracy": [(step, 0.1) for step in range(20, 3220, 20)]}
-    shown = [row.split()[0] for row in demo.accuracy_table(long_run, {}, [])[1:]]
+    shown = [row.split()[0] for row in
+             demo.accuracy_table([demo.HeldOut(128, 0, long_run, {})], [])[1:]]
     assert len(shown) <= demo.SCREEN_EVALUATIONS + 1 and shown[0] == "20"
     assert shown[-1] == "3,200"
 
 
+def test_a_second_phase_continues_the_step_count_and_shows_its_own_length_and_guess():
+    from bert_tf.tasks.pretraining import ConstantGuess
+
+    first = demo.HeldOut(64, 0, {"mlm_accuracy": [(90, 0.07), (720, 0.15)]},
+                         {"mlm_accuracy": ConstantGuess(2, 0.049)})
+    second = demo.HeldOut(128, 720, {"mlm_accuracy": [(40, 0.13), (80, 0.14)]},
+                          {"mlm_accuracy": ConstantGuess(2, 0.051)})
+    rows = demo.accuracy_table([first, second], ["[PAD]", "[UNK]", "the"])
+    assert [row.split() for row in rows[1:7]] == [
+        ["90", "64", "7.0", "%"], ["720", "64", "15.0", "%"], ["760", "128", "13.0", "%"],
+        ["800", "128", "14.0", "%"], ["guess", "64", "4.9", "%"], ["guess", "128", "5.1", "%"]]
+
+
 def test_an_evaluation_without_accuracies_gives_no_table():
-    assert demo.accuracy_table({"loss": [(2, 7.5)]}, {}, []) == []
+    assert demo.accuracy_table([demo.HeldOut(128, 0, {"loss": [(2, 7.5)]}, {})], []) == []
