@@ -269,6 +269,7 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
 
+    from bert_tf import config as config_lib
     from bert_tf import tasks, train
 
     # JSON is valid YAML: paths with spaces or colons survive the override parser.
@@ -281,10 +282,14 @@ def main(argv=None):
     if args.second_phase != NO_SECOND_PHASE:
         configs.append(args.second_phase)
         run_dirs.insert(0, os.path.join(args.model_dir, FIRST_PHASE_DIR))
+    try:  # every phase's config, before any training
+        loaded = [tasks.load_experiment(config, overrides) for config in configs]
+    except (config_lib.ConfigError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     phases, init_checkpoint, first_step = [], None, 0
-    for config, run_dir in zip(configs, run_dirs):
-        task_class, experiment = tasks.load_experiment(config, overrides)
+    for (task_class, experiment), run_dir in zip(loaded, run_dirs):
         code = train.run(task_class, experiment, run_dir, init_checkpoint)
         trainer = experiment.trainer
         if code != 0 or not _at_last_step(run_dir, trainer.train_steps):

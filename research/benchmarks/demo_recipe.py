@@ -4,12 +4,13 @@
         [--variants a,b]
 
 Runs `python -m bert_tf.demo` as a user would (the packaged `pretrain/demo`
-config on gensim's Wikipedia excerpt) once per variant, each variant the
-packaged config plus `--set` overrides: the paper's recipe as the demo ran it
-before (dropout, 400 steps of batch 128, instances drawn from windows of 16
-documents shuffled in blocks of 1,000), then one change at a time up to the
-packaged config itself. Every variant evaluates on 8 batches of 128 rows from
-the same held-out articles (the pairs and masks drawn depend on the variant's
+configs on gensim's Wikipedia excerpt) once per variant, each variant the
+packaged configs plus `--set` overrides: the paper's recipe as the demo ran it
+first (one phase at length 128, dropout, 400 steps of batch 128, instances drawn
+from windows of 16 documents shuffled in blocks of 1,000), then one change at a
+time up to the packaged demo itself (two phases: length 64, then 128). Every
+variant evaluates on 8 batches of 128 rows from the same held-out articles at
+BERT's 15 % masking (the pairs and masks drawn depend on the variant's length,
 window and shuffle settings); the accuracy a model that learned nothing gets on
 that variant's batches (always the most frequent token, always the more
 frequent NSP label) is computed beside (`PretrainingTask.constant_guesses`).
@@ -23,6 +24,7 @@ machine and its load.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -39,19 +41,44 @@ CORPUS_DIR = "corpus"
 LOG_FILE = "demo.log"
 TIMES_FILE = "times.jsonl"
 CORPUS_TIMES_FILE = "corpus_times.json"
-# The demo's own defaults, stated as overrides, so a variant reads whole.
-_PAPER = ["model.encoder.hidden_dropout=0.1", "model.encoder.attention_dropout=0.1",
+# The demo's first recipe, one phase at length 128, stated as overrides of the packaged
+# phase 1 (run with `--second_phase none`), so a variant reads whole.
+_ONE_PHASE_128 = ["data.max_seq_length=128", "data.max_predictions_per_seq=20",
+                  "data.masked_lm_prob=0.15", "data.eval_max_predictions_per_seq=20",
+                  "trainer.global_batch_size=64", "trainer.train_steps=800",
+                  "trainer.steps_per_loop=25", "trainer.checkpoint_every=100",
+                  "trainer.eval_every=100"]
+_PAPER = [*_ONE_PHASE_128,
+          "model.encoder.hidden_dropout=0.1", "model.encoder.attention_dropout=0.1",
           "data.documents_per_window=16", "data.shuffle_buffer_size=1000",
           "trainer.global_batch_size=128", "trainer.train_steps=400",
           "trainer.eval_every=50"]
 _NO_DROPOUT = ["model.encoder.hidden_dropout=0.0", "model.encoder.attention_dropout=0.0"]
 _MIXED = ["data.documents_per_window=64", "data.shuffle_buffer_size=10000"]
-# (name, label, overrides of the packaged config); each adds one change to the one before.
+# ceil(128 x 0.30) slots, so the rate is not capped.
+_MASK_30 = ["data.masked_lm_prob=0.3", "data.max_predictions_per_seq=39"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One row: the demo with `overrides` (every phase), in one phase or the packaged two."""
+
+    name: str
+    label: str
+    overrides: list
+    two_phases: bool = False
+
+
+# Each adds one change to the one before.
 VARIANTS = [
-    ("paper", "the paper's recipe (the demo before)", _PAPER),
-    ("no_dropout", "no dropout", [*_PAPER, *_NO_DROPOUT]),
-    ("mixed", "+ windows of 64 documents, blocks of 10,000", [*_PAPER, *_NO_DROPOUT, *_MIXED]),
-    ("demo", "+ batch 64 for 800 steps (pretrain/demo)", []),
+    Variant("paper", "the paper's recipe (the first demo)", _PAPER),
+    Variant("no_dropout", "no dropout", [*_PAPER, *_NO_DROPOUT]),
+    Variant("mixed", "+ windows of 64 documents, blocks of 10,000",
+            [*_PAPER, *_NO_DROPOUT, *_MIXED]),
+    Variant("batch64", "+ batch 64 for 800 steps (the second demo)", _ONE_PHASE_128),
+    Variant("mask_30", "+ 30 % masked", [*_ONE_PHASE_128, *_MASK_30]),
+    Variant("demo", "+ length 64, then 128 (pretrain/demo, pretrain/demo_seq128)", [],
+            two_phases=True),
 ]
 PROFILES = {
     "full": [],
@@ -83,8 +110,21 @@ def variant_overrides(name: str, profile: str) -> list[str]:
       name: one of `VARIANTS`' names.
       profile: a key of `PROFILES`.
     """
-    overrides = next(overrides for variant, _, overrides in VARIANTS if variant == name)
-    return [*overrides, *PROFILES[profile]]
+    return [*_variant(name).overrides, *PROFILES[profile]]
+
+
+def _variant(name) -> Variant:
+    return next(variant for variant in VARIANTS if variant.name == name)
+
+
+def phase_dirs(output_dir, name) -> list[str]:
+    """A variant's run folders, in training order (the last is its --model_dir)."""
+    from bert_tf import demo
+
+    model_dir = os.path.join(output_dir, name)
+    if _variant(name).two_phases:
+        return [os.path.join(model_dir, demo.FIRST_PHASE_DIR), model_dir]
+    return [model_dir]
 
 
 def _run_variant(output_dir, name, profile, log):
@@ -92,6 +132,8 @@ def _run_variant(output_dir, name, profile, log):
     if not os.path.isdir(os.path.join(model_dir, CORPUS_DIR)):
         shutil.copytree(os.path.join(output_dir, CORPUS_DIR), os.path.join(model_dir, CORPUS_DIR))
     command = [sys.executable, "-m", "bert_tf.demo", "--model_dir", model_dir]
+    if not _variant(name).two_phases:
+        command += ["--second_phase", "none"]
     for override in variant_overrides(name, profile):
         command += ["--set", override]
     os.makedirs(model_dir, exist_ok=True)
@@ -143,67 +185,107 @@ def training_accuracy_at_end(points, train_steps: int) -> float | None:
     return sum(tail) / len(tail) if tail else None
 
 
+ACCURACY_TAGS = ("mlm_accuracy", "nsp_accuracy")
+
+
 def variant_record(output_dir, name, label):
-    """What the report shows of one finished variant: curves, floor, wall time, settings."""
+    """What the report shows of one finished variant: curves, floors, wall time, settings.
+
+    Steps count on across phases (phase 2's step 40 after 720 of phase 1 is 760).
+    """
     from bert_tf import tasks
     from bert_tf.training.summaries import read_scalars
 
-    model_dir = os.path.join(output_dir, name)
-    task_class, experiment = tasks.load_experiment(os.path.join(model_dir, "params.yaml"))
-    trainer = experiment.trainer
-    guesses = task_class(experiment).constant_guesses(
-        trainer.eval_batch_size or trainer.global_batch_size, trainer.eval_steps)
-    held_out = read_scalars(os.path.join(model_dir, "eval"))
-    trained = read_scalars(os.path.join(model_dir, "train"))
-    with open(os.path.join(model_dir, TIMES_FILE), encoding="utf-8") as f:
+    phases, curves, first_step = [], {tag: [] for tag in ACCURACY_TAGS}, 0
+    for run_dir in phase_dirs(output_dir, name):
+        task_class, experiment = tasks.load_experiment(os.path.join(run_dir, "params.yaml"))
+        trainer = experiment.trainer
+        guesses = task_class(experiment).constant_guesses(
+            trainer.eval_batch_size or trainer.global_batch_size, trainer.eval_steps)
+        held_out = read_scalars(os.path.join(run_dir, "eval"))
+        for tag in ACCURACY_TAGS:
+            curves[tag] += [[first_step + step, value] for step, value in held_out.get(tag, [])]
+        phases.append({"first_step": first_step, "train_steps": trainer.train_steps,
+                       "batch_size": trainer.global_batch_size,
+                       "length": experiment.data.max_seq_length,
+                       "guesses": {tag: guess.accuracy for tag, guess in guesses.items()}})
+        first_step += trainer.train_steps
+    # The training batches of the last phase (run_dir is its folder).
+    trained = read_scalars(os.path.join(run_dir, "train"))
+    with open(os.path.join(output_dir, name, TIMES_FILE), encoding="utf-8") as f:
         times = [json.loads(line) for line in f if line.strip()]
-    return {"name": name, "label": label,
-            "train_steps": trainer.train_steps, "batch_size": trainer.global_batch_size,
-            "curves": {tag: [[step, value] for step, value in held_out.get(tag, [])]
-                       for tag in ("mlm_accuracy", "nsp_accuracy")},
-            "guesses": {tag: guess.accuracy for tag, guess in guesses.items()},
+    return {"name": name, "label": label, "phases": phases, "curves": curves,
+            "guesses": phases[-1]["guesses"],
             "training_batches_at_end": {
                 tag: training_accuracy_at_end(trained.get(tag, []), trainer.train_steps)
-                for tag in ("mlm_accuracy", "nsp_accuracy")},
+                for tag in ACCURACY_TAGS},
             "seconds": sum(t["seconds"] for t in times),
             "machine": times[-1]["machine"],
             "overrides": variant_overrides(name, "full")}
 
 
+def tokens_seen(phases, step: int) -> int:
+    """Token positions trained on up to a step counted across phases (rows x length)."""
+    return sum(min(max(step - p["first_step"], 0), p["train_steps"]) * p["batch_size"] *
+               p["length"] for p in phases)
+
+
+def _phase_of(phases, step):
+    return next(p for p in phases if step <= p["first_step"] + p["train_steps"])
+
+
+def nsp_leaves_chance(record, margin: float = 0.05):
+    """The first evaluation with NSP `margin` above its phase's guess, or None."""
+    for step, value in record["curves"]["nsp_accuracy"]:
+        if value >= _phase_of(record["phases"], step)["guesses"].get("nsp_accuracy", 0.5) + margin:
+            return step
+    return None
+
+
+def schedule(phases) -> str:
+    """`720 x 128 at 64, then 80 x 64 at 128`: steps x batch at length, per phase."""
+    return ", then ".join(f"{p['train_steps']} x {p['batch_size']} at {p['length']}"
+                          for p in phases)
+
+
 def markdown(results):
     lines = ["# The demo's recipe, change by change", "",
              f"Profile `{results['profile']}`. Each row is `python -m bert_tf.demo` with the "
-             "packaged `pretrain/demo` config and the row's overrides (in results.json); "
-             "held-out accuracy on 8 batches of 128 rows from the excerpt's held-out articles "
-             "(the same articles for every variant; the pairs and masks depend on its window "
-             "and shuffle settings). Guess: the score of always giving the most frequent "
-             "answer on the variant's own batches. Training batches: the accuracy logged "
-             "while training (dropout on where the variant has it), on the training "
-             "articles.", "",
-             "| variant | steps x batch | MLM at the end | NSP at the end | NSP first 5 points "
-             "above its guess | NSP on its training batches, last "
+             "packaged configs and the row's overrides (in results.json), in one phase or the "
+             "packaged two (length 64, then 128 from its weights; steps count on across "
+             "phases). Held-out accuracy on 8 batches of 128 rows from the excerpt's held-out "
+             "articles at 15 % masking, at the phase's length (the same articles for every "
+             "variant; the pairs and masks depend on its length, window and shuffle "
+             "settings). Guess: the score of always giving the most frequent answer on the "
+             "variant's own batches (of the last phase at the end). Training batches: the "
+             "accuracy logged while training (dropout on where the variant has it), on the "
+             "training articles. Share of the run: of its token positions.", "",
+             "| variant | steps x batch at length | MLM at the end | NSP at the end | NSP "
+             "first 5 points above its guess | NSP on its training batches, last "
              f"{TRAINING_TAIL_STEPS} steps | wall time (machine, load average at its end) |",
              "|---|---|---|---|---|---|---|"]
     for v in results["variants"]:
         mlm, nsp = v["curves"]["mlm_accuracy"], v["curves"]["nsp_accuracy"]
-        floor = v["guesses"].get("nsp_accuracy", 0.5)
-        above = next((step for step, value in nsp if value >= floor + 0.05), None)
-        share = f"step {above} ({100 * above / v['train_steps']:.0f} % of the run)" if above \
-            else "never"
+        total = tokens_seen(v["phases"], v["phases"][-1]["first_step"] +
+                            v["phases"][-1]["train_steps"])
+        above = nsp_leaves_chance(v)
+        share = (f"step {above} ({100 * tokens_seen(v['phases'], above) / total:.0f} % of the "
+                 "run)" if above else "never")
         trained_nsp = v["training_batches_at_end"]["nsp_accuracy"]
         trained_nsp = "–" if trained_nsp is None else f"{100 * trained_nsp:.1f} %"
         m = v["machine"]
         lines.append(
-            f"| {v['label']} | {v['train_steps']} x {v['batch_size']} | "
+            f"| {v['label']} | {schedule(v['phases'])} | "
             f"{100 * mlm[-1][1]:.1f} % (guess {100 * v['guesses']['mlm_accuracy']:.1f} %) | "
-            f"{100 * nsp[-1][1]:.1f} % (guess {100 * floor:.1f} %) | {share} | {trained_nsp} | "
+            f"{100 * nsp[-1][1]:.1f} % (guess {100 * v['guesses']['nsp_accuracy']:.1f} %) | "
+            f"{share} | {trained_nsp} | "
             f"{v['seconds'] / 60:.1f} min ({m['cpu']} family {m['cpu_family']} model "
             f"{m['cpu_model']}, {m['load_average']}) |")
     if results["corpus_seconds"] is not None:
         lines += ["", f"Corpus and vocabulary, built once before the variants as the demo builds "
                   f"them: {results['corpus_seconds']:.0f} s. A variant's wall time is its "
                   "`python -m bert_tf.demo` process with them in place."]
-    lines += ["", f"Plot: `{PLOT_FILE}` (held-out accuracy against sequences seen).", ""]
+    lines += ["", f"Plot: `{PLOT_FILE}` (held-out accuracy against token positions seen).", ""]
     return "\n".join(lines)
 
 
@@ -214,13 +296,13 @@ def plot(results, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, tag, title in zip(axes, ("mlm_accuracy", "nsp_accuracy"), ("masked LM", "NSP")):
+    for ax, tag, title in zip(axes, ACCURACY_TAGS, ("masked LM", "NSP")):
         for v in results["variants"]:
             points = v["curves"][tag]
-            ax.plot([step * v["batch_size"] / 1000 for step, _ in points],
+            ax.plot([tokens_seen(v["phases"], step) / 1e6 for step, _ in points],
                     [100 * value for _, value in points], "-o", markersize=3, label=v["label"])
         ax.set_title(f"held-out {title} accuracy")
-        ax.set_xlabel("thousand sequences seen")
+        ax.set_xlabel("million token positions seen")
         ax.set_ylabel("%")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
@@ -230,7 +312,7 @@ def plot(results, path):
 
 
 def run(args, log=print):
-    names = [name for name, _, _ in VARIANTS]
+    names = [variant.name for variant in VARIANTS]
     chosen = [n.strip() for n in args.variants.split(",")] if args.variants else names
     unknown = sorted(set(chosen) - set(names))
     if unknown:
@@ -259,9 +341,8 @@ def run(args, log=print):
             corpus_seconds = json.load(f)["seconds"]
     results = {"benchmark": "demo_recipe", "profile": args.profile,
                "corpus_seconds": corpus_seconds,
-               "variants": [variant_record(args.output_dir, name, label)
-                            for name, label, _ in VARIANTS
-                            if _finished(os.path.join(args.output_dir, name))]}
+               "variants": [variant_record(args.output_dir, v.name, v.label) for v in VARIANTS
+                            if _finished(os.path.join(args.output_dir, v.name))]}
     with open(os.path.join(args.output_dir, RESULTS_FILE), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
     with open(os.path.join(args.output_dir, REPORT_FILE), "w", encoding="utf-8") as f:

@@ -15,9 +15,39 @@ def test_each_variant_adds_one_change_and_the_last_is_the_packaged_demo():
     assert overrides("no_dropout")[-2:] == ["model.encoder.hidden_dropout=0.0",
                                             "model.encoder.attention_dropout=0.0"]
     assert overrides("mixed")[:len(overrides("no_dropout"))] == overrides("no_dropout")
-    assert overrides("demo") == []  # the packaged config as it ships
+    assert overrides("mask_30")[:len(overrides("batch64"))] == overrides("batch64")
+    assert overrides("demo") == []  # the packaged configs as they ship
+    assert [v.two_phases for v in demo_recipe.VARIANTS] == [False] * 5 + [True]
     # The profile's shapes come last, so they win over every variant's own.
     assert demo_recipe.variant_overrides("paper", "ci")[-1] == "data.shuffle_buffer_size=100"
+
+
+def test_the_one_phase_variants_start_from_the_first_demo_at_length_128():
+    """With the packaged phase 1 under them, the overrides give back the first demo's config."""
+    from bert_tf import demo, tasks
+
+    _, experiment = tasks.load_experiment(demo.CONFIG,
+                                          demo_recipe.variant_overrides("batch64", "full"))
+    data, trainer = experiment.data, experiment.trainer
+    assert (data.max_seq_length, data.max_predictions_per_seq, data.masked_lm_prob) == \
+        (128, 20, 0.15)
+    assert (trainer.global_batch_size, trainer.train_steps, trainer.eval_every) == (64, 800, 100)
+
+
+def test_tokens_and_the_step_nsp_leaves_chance_count_across_phases():
+    phases = [{"first_step": 0, "train_steps": 720, "batch_size": 128, "length": 64,
+               "guesses": {"nsp_accuracy": 0.52}},
+              {"first_step": 720, "train_steps": 80, "batch_size": 64, "length": 128,
+               "guesses": {"nsp_accuracy": 0.60}}]
+    assert demo_recipe.tokens_seen(phases, 90) == 90 * 128 * 64
+    assert demo_recipe.tokens_seen(phases, 760) == 720 * 128 * 64 + 40 * 64 * 128
+    assert demo_recipe.schedule(phases) == "720 x 128 at 64, then 80 x 64 at 128"
+    # Each evaluation against its own phase's guess: 0.58 clears phase 1's, not phase 2's.
+    record = {"phases": phases,
+              "curves": {"nsp_accuracy": [[90, 0.55], [720, 0.58], [760, 0.62], [800, 0.66]]}}
+    assert demo_recipe.nsp_leaves_chance(record) == 720
+    record["curves"]["nsp_accuracy"][1][1] = 0.56
+    assert demo_recipe.nsp_leaves_chance(record) == 800
 
 
 def test_training_accuracy_at_end_averages_the_last_steps_only():
@@ -32,9 +62,11 @@ def test_ci_profile_runs_every_variant_reports_and_skips_what_is_finished(tmp_pa
     out = tmp_path / "demo_recipe"
     assert demo_recipe.main(["--output_dir", str(out), "--profile", "ci"]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert [v["name"] for v in results["variants"]] == ["paper", "no_dropout", "mixed", "demo"]
+    assert [v["name"] for v in results["variants"]] == ["paper", "no_dropout", "mixed",
+                                                         "batch64", "mask_30", "demo"]
     for variant in results["variants"]:
-        assert [step for step, _ in variant["curves"]["nsp_accuracy"]] == [2, 4]
+        steps = [2, 4, 6, 8] if variant["name"] == "demo" else [2, 4]
+        assert [step for step, _ in variant["curves"]["nsp_accuracy"]] == steps
         assert 0 < variant["guesses"]["mlm_accuracy"] < 0.5
         assert 0.5 <= variant["guesses"]["nsp_accuracy"] < 1
         assert 0 <= variant["training_batches_at_end"]["nsp_accuracy"] <= 1
@@ -43,8 +75,9 @@ def test_ci_profile_runs_every_variant_reports_and_skips_what_is_finished(tmp_pa
                     for v in results["variants"]}
     assert len(vocabularies) == 1
     report = (out / "report.md").read_text()
-    assert "| the paper's recipe (the demo before) | 4 x 8 |" in report
+    assert "| the paper's recipe (the first demo) | 4 x 8 at 32 |" in report
+    assert "| 4 x 8 at 32, then 4 x 8 at 32 |" in report
     assert (out / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
     capsys.readouterr()
     assert demo_recipe.main(["--output_dir", str(out), "--profile", "ci"]) == 0
-    assert capsys.readouterr().out.count(": finished") == 4
+    assert capsys.readouterr().out.count(": finished") == 6
