@@ -139,3 +139,20 @@ def test_a_second_phase_continues_the_step_count_and_shows_its_own_length_and_gu
 
 def test_an_evaluation_without_accuracies_gives_no_table():
     assert demo.accuracy_table([demo.HeldOut(128, 0, {"loss": [(2, 7.5)]}, {})], []) == []
+
+
+def test_a_phase_config_that_does_not_exist_is_a_one_line_error_before_any_training(
+        tmp_path, capsys):
+    model_dir = tmp_path / "demo"
+    corpus = model_dir / "corpus"
+    os.makedirs(corpus)
+    # The corpus files exist, so the demo goes straight to the phases' configs.
+    (corpus / "wiki.txt").write_text("One sentence.\nAnother one.\n", encoding="utf-8")
+    (corpus / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
+    code = demo.main(["--model_dir", str(model_dir), "--dump", str(corpus / "wiki.txt"),
+                      "--second_phase", "pretrain/no_such_phase"])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: --config pretrain/no_such_phase: no such file")
+    assert "Traceback" not in error
+    assert not os.path.exists(model_dir / demo.FIRST_PHASE_DIR)  # phase 1 never started
