@@ -23,8 +23,8 @@ def load(name, *overrides):
 
 def test_every_config_loads_strictly():
     paths = sorted(glob.glob(os.path.join(PRETRAIN, "*.yaml")))
-    # Per size the paper's two phases and the fast phase 1, and the demo.
-    assert len(paths) == 3 * len(SIZES) + 1
+    # Per size the paper's two phases and the fast phase 1, and the demo's two phases.
+    assert len(paths) == 3 * len(SIZES) + 2
     for path in paths:
         task_class, experiment = tasks.load_experiment(path)
         assert task_class.name == "pretraining", path
