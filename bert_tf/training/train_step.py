@@ -32,9 +32,10 @@ def _keep_accumulated_sums_as_adds():
     With gradient accumulation inside a multi-step training loop, TF 2.20's
     arithmetic optimizer merges the micro-batch sum of a wide gradient (the
     30,522 x 256 word embeddings of BERT-mini are enough) into an accumulator
-    whose temporary variable is created again, under the same name, by the
-    next step of the loop: `AlreadyExistsError ... AddOpsRewrite_add_N/tmp_var`
-    on the loop's second step. Without the rewrite the sums stay plain adds.
+    whose temporary variable is created again, under the same name, by a
+    later step of the loop: `AlreadyExistsError ... AddOpsRewrite_add_N/tmp_var`
+    in the first loop of several steps. Without the rewrite the sums stay plain
+    adds.
     The option is process-wide; the training process is the one that needs it.
     """
     tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})

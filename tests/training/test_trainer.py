@@ -151,8 +151,8 @@ def test_gradient_accumulation_matches_the_full_batch(write_config, tmp_path, re
     request.addfinalizer(lambda: tf.config.optimizer.set_experimental_options(
         {"arithmetic_optimization": options.get("arithmetic_optimization", True)}))
     # Width 256 (word embeddings as wide as BERT-mini's) and loops of 4 steps: TF's
-    # arithmetic optimizer broke the accumulated sums of such a model from a loop's
-    # second step on (AlreadyExistsError); width 128 or loops of 1-2 steps did not.
+    # arithmetic optimizer broke the accumulated sums of such a model within the first
+    # loop of several steps (AlreadyExistsError); width 128 or loops of 1-2 steps did not.
     no_dropout = {"encoder": {"vocab_size": 30522, "hidden_size": 256, "num_layers": 1,
                               "num_heads": 2, "intermediate_size": 64,
                               "max_position_embeddings": 64, "hidden_dropout": 0.0,
