@@ -3,7 +3,8 @@
 A recipe that reaches the MLM target sooner but fine-tunes worse has not won.
 Each chosen recipe's checkpoint at its crossing evaluation (`ckpt-<step>` of
 the phase that reached the target: checkpoints are written at every
-evaluation) is fine-tuned on `quality.tasks` of the study `quality.study`, with
+evaluation), or for a recipe with `train_to_budget` its last checkpoint (the
+model its budget delivers), is fine-tuned on `quality.tasks` of the study `quality.study`, with
 that study's learning-rate grid, seeds and overrides. The study harness
 (`research.studies.runner.Study`) runs them: every rate on the first seed, the
 best rate on the other seeds, each run resumable.
@@ -65,13 +66,17 @@ def chosen_recipes(benchmark, results: dict) -> list[str]:
     return chosen
 
 
-def crossing_checkpoint(benchmark, recipe_name: str) -> str:
-    """The checkpoint prefix of a recipe at its first evaluation at or above the target.
+def quality_checkpoint(benchmark, recipe_name: str) -> str:
+    """The checkpoint prefix of a recipe at its first evaluation at or above the target,
+    or for a `train_to_budget` recipe, at the last step of its last phase.
 
     Raises:
-      FileNotFoundError: the recipe has not reached the target, or that checkpoint is gone.
+      FileNotFoundError: the recipe has not reached the target (or, trained to its budget,
+        not finished), or that checkpoint is gone.
     """
     recipe = benchmark.spec.recipe(recipe_name)
+    if recipe.train_to_budget:
+        return _last_checkpoint(benchmark, recipe)
     for phase in recipe.phases:
         model_dir = benchmark.phase_dir(recipe, phase)
         curve = benchmark.eval_curve(model_dir)
@@ -105,8 +110,21 @@ def reference_step_checkpoint(benchmark, step: int) -> str:
         "step was listed, has none")
 
 
+def _last_checkpoint(benchmark, recipe) -> str:
+    phase = recipe.phases[-1]
+    if benchmark.phase_state(recipe, phase) == "open":
+        raise FileNotFoundError(f"recipe {recipe.name!r} has not trained phase {phase.name!r} "
+                                "to its last step: nothing to fine-tune yet")
+    last_step = benchmark.experiment(recipe, phase).trainer.train_steps
+    prefix = os.path.join(benchmark.phase_dir(recipe, phase), f"ckpt-{last_step}")
+    if not os.path.isfile(prefix + ".index"):
+        raise FileNotFoundError(f"{prefix}.index is gone: recipe {recipe.name!r}'s fine-tuning "
+                                "needs its last checkpoint")
+    return prefix
+
+
 class QualityStudy(study_runner.Study):
-    """The study harness: an arm per chosen recipe, initialised from its crossing, and an
+    """The study harness: an arm per chosen recipe, initialised from `quality_checkpoint`, and an
     arm per `quality.reference_steps`, from the reference's checkpoint kept there.
 
     Args:
@@ -117,7 +135,7 @@ class QualityStudy(study_runner.Study):
     def __init__(self, benchmark, recipes: list[str]):
         quality = benchmark.spec.quality
         # Arm name -> a function returning its init checkpoint (raising when it is gone).
-        self._checkpoints = {name: functools.partial(crossing_checkpoint, benchmark, name)
+        self._checkpoints = {name: functools.partial(quality_checkpoint, benchmark, name)
                              for name in recipes}
         step_arms = []
         for name, step in benchmark.spec.reference_step_arms().items():

@@ -57,7 +57,7 @@ def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
                        "flops_per_step": per_step_flops, "seconds_per_step": seconds,
                        "optimizer": experiment.optimizer.name,
                        "learning_rate": experiment.optimizer.learning_rate})
-        if state == "reached":
+        if state == "reached" and not recipe.train_to_budget:
             status = "reached"
             break
         if state == "open":
@@ -69,10 +69,16 @@ def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
         if seconds_done is not None:
             seconds_done += budget * seconds
     else:
-        status = "budget"
+        # Every phase trained to its last step (a train_to_budget recipe past its crossing).
+        status = "reached" if any(p["value"] >= target for p in points) else "budget"
     result = {"name": recipe.name, "label": recipe.label, "status": status,
+              "train_to_budget": recipe.train_to_budget,
               "eval_every": recipe.eval_every, "phases": phases, "curve": points,
               "best": max(points, key=lambda p: p["value"]) if points else None}
+    if recipe.train_to_budget and status in ("reached", "budget"):
+        # What the whole budget cost: the model its quality row fine-tunes.
+        result.update({"steps_spent": offset, "tokens_spent": tokens_done,
+                       "flops_spent": flops_done, "seconds_spent": seconds_done})
     crossing = next((i for i, p in enumerate(points) if p["value"] >= target), None)
     if crossing is not None:
         at = points[crossing]
@@ -101,6 +107,10 @@ def reference_value_at(curve: list[dict], at_flops: float) -> float | None:
     return None
 
 
+def _ratio(mine, theirs):
+    return mine / theirs if mine is not None and theirs else None
+
+
 def build(benchmark) -> dict:
     """The results dict (what results.json holds) of a `runner.Benchmark`."""
     timings = timing.read(benchmark.out_dir)
@@ -113,9 +123,10 @@ def build(benchmark) -> dict:
             None if last is None or result is reference
             else reference_value_at(reference["curve"], last["flops"]))
         for key in ("flops", "seconds", "steps"):
-            mine, theirs = result.get(f"{key}_to_target"), reference.get(f"{key}_to_target")
-            result[f"{key}_vs_reference"] = (mine / theirs if mine is not None and theirs
-                                             else None)
+            theirs = reference.get(f"{key}_to_target")
+            result[f"{key}_vs_reference"] = _ratio(result.get(f"{key}_to_target"), theirs)
+            if "steps_spent" in result:
+                result[f"{key}_spent_vs_reference"] = _ratio(result[f"{key}_spent"], theirs)
     results = {"benchmark": benchmark.spec.name, "profile": benchmark.profile,
                "target": {"metric": benchmark.spec.target.metric, "value": benchmark.target,
                           "source": benchmark.target_source},
@@ -127,13 +138,19 @@ def build(benchmark) -> dict:
         study = quality.QualityStudy(benchmark, quality.recipes_to_show(benchmark, results))
         results["quality"] = quality.summarize(study.cells(execute=False),
                                                benchmark.spec.reference_recipe)
-        steps_to_target = {r["name"]: r.get("steps_to_target") for r in recipes}
+        by_name = {r["name"]: r for r in recipes}
         arm_steps = benchmark.spec.reference_step_arms()
         for row in results["quality"]:
-            # The checkpoint's step, and whether it is the recipe's crossing.
-            row["at_target"] = row["recipe"] not in arm_steps
-            row["checkpoint_step"] = arm_steps.get(row["recipe"],
-                                                   steps_to_target.get(row["recipe"]))
+            # The checkpoint's step and what it is: the recipe's crossing, the end of a
+            # train_to_budget recipe, or the reference at one of quality.reference_steps.
+            if row["recipe"] in arm_steps:
+                row["checkpoint_at"], row["checkpoint_step"] = "step", arm_steps[row["recipe"]]
+            elif by_name[row["recipe"]]["train_to_budget"]:
+                row["checkpoint_at"] = "end of budget"
+                row["checkpoint_step"] = by_name[row["recipe"]].get("steps_spent")
+            else:
+                row["checkpoint_at"] = "target"
+                row["checkpoint_step"] = by_name[row["recipe"]].get("steps_to_target")
     return results
 
 
@@ -202,6 +219,18 @@ def markdown(results: dict) -> str:
                       f"{r['label'] or r['name']} {100 * r['curve'][-1]['value']:.2f} % at "
                       f"step {r['curve'][-1]['step']} against "
                       f"{100 * r['reference_at_same_flops']:.2f} %" for r in compared) + "."]
+    spent = [r for r in results["recipes"] if "steps_spent" in r]
+    if spent:
+        lines += ["", "Trained to the end of their budget (past the target; the model their "
+                  "quality row fine-tunes): " + "; ".join(
+                      f"{r['label'] or r['name']} {r['steps_spent']:,} steps, "
+                      f"{_number(r['flops_spent'], 1e15, 3, ' P')} "
+                      f"({_number(r['flops_spent_vs_reference'], digits=2, suffix='x')} the "
+                      "reference's to target), wall time "
+                      f"{_number(r['seconds_spent'], 3600, 2, ' h')} "
+                      f"({_number(r['seconds_spent_vs_reference'], digits=2, suffix='x')}), "
+                      f"held-out {100 * r['curve'][-1]['value']:.2f} % at the end"
+                      for r in spent) + "."]
     wide = [r["name"] for r in results["recipes"]
             if r.get("bracket_fraction", 0) > BRACKET_GOAL]
     lines += ["", "Statuses: reached (target met), budget (last step without meeting it), "
@@ -233,12 +262,13 @@ def quality_markdown(results: dict) -> list[str]:
     tasks = list(dict.fromkeys(row["task"] for row in rows))
     recipes = list(dict.fromkeys(row["recipe"] for row in rows))
     cells = {(row["recipe"], row["task"]): row for row in rows}
-    checkpoints = {row["recipe"]: (row["checkpoint_step"], row["at_target"]) for row in rows}
+    checkpoints = {row["recipe"]: (row["checkpoint_step"], row["checkpoint_at"]) for row in rows}
     metrics = {row["task"]: row["main_metric"] for row in rows}
     reference = results["reference_recipe"]
     lines = ["", "## Quality at the target", "",
-             "Each recipe's checkpoint at its crossing evaluation, fine-tuned with the study's "
-             "grid: every learning rate on the first seed, the best one on all seeds; mean ± "
+             "Each recipe's checkpoint at its crossing evaluation (a recipe trained to its "
+             "budget: its last checkpoint), fine-tuned with the study's grid: every learning "
+             "rate on the first seed, the best one on all seeds; mean ± "
              "standard deviation over those seeds (dev set, x 100). Within: the mean is at "
              f"least the reference's mean minus its standard deviation (reference: "
              f"{reference}). Rows `{reference}_step<N>`: the reference's own checkpoint at "
@@ -260,9 +290,9 @@ def quality_markdown(results: dict) -> list[str]:
                 else None]
             texts.append(f"{100 * row['mean']:.2f} ± {100 * row['std']:.2f} "
                          f"(n={len(row['scores'])}, lr {row['learning_rate']:g}{verdict})")
-        step, at_target = checkpoints[recipe]
+        step, at = checkpoints[recipe]
         where = ("–" if step is None
-                 else f"step {step:,}" + (" (target)" if at_target else ""))
+                 else f"step {step:,}" + ("" if at == "step" else f" ({at})"))
         lines.append(f"| {recipe} | {where} | " + " | ".join(texts) + " |")
     return lines
 

@@ -12,11 +12,13 @@ A phase trains with `python -m bert_tf.train`, evaluating on the held-out
 batches every `eval_every` steps. While it runs, its newest evaluation
 (`eval_results.json`) is watched; once it reaches the target, the trainer is
 sent SIGTERM and stops at once after a checkpoint (a few steps past the
-crossing at most, which count for nothing). Whether a recipe reached the
-target is read from its curves, never from a flag, so a rerun decides the
-same: a phase whose curve crossed is done, one that reached its last step
-without crossing hands its weights to the next phase, and any other resumes
-from its newest checkpoint. A lock per phase (`flock`) keeps two processes
+crossing at most, which count for nothing); a recipe with `train_to_budget`
+is never stopped and trains every phase to its last step. Whether a recipe
+reached the target is read from its curves, never from a flag, so a rerun
+decides the same: a phase whose curve crossed is done (with `train_to_budget`,
+once it also reached its last step), one that reached its last step without
+crossing hands its weights to the next phase, and any other resumes from its
+newest checkpoint. A lock per phase (`flock`) keeps two processes
 from training the same phase. The trainer keeps only its newest checkpoints,
 so the watch also copies the reference recipe's checkpoints at
 `quality.reference_steps` into `kept/` as they are written.
@@ -244,13 +246,17 @@ class Benchmark:
         return scalars.read(model_dir)["eval"].get(self.spec.target.metric, [])
 
     def phase_state(self, recipe, phase):
-        """"reached", "budget" (last step, not reached) or "open" (to train or resume)."""
+        """"reached", "budget" (last step, not reached) or "open" (to train or resume).
+
+        A phase of a `train_to_budget` recipe stays open until its last step, crossed or not.
+        """
         model_dir = self.phase_dir(recipe, phase)
+        finished = sweep.finished_results(model_dir) is not None
+        if recipe.train_to_budget and not finished:
+            return "open"
         if first_crossing(self.eval_curve(model_dir), self.target) is not None:
             return "reached"
-        if sweep.finished_results(model_dir) is not None:
-            return "budget"
-        return "open"
+        return "budget" if finished else "open"
 
     # -- running -------------------------------------------------------------------
 
@@ -269,22 +275,28 @@ class Benchmark:
         return report.write(self)
 
     def run_recipe(self, recipe):
-        """Runs the recipe's phases in order until one reaches the target."""
-        previous = None
+        """Runs the recipe's phases in order until one reaches the target (with
+        `train_to_budget`: all of them, to their last step)."""
+        previous, reached = None, False
         for phase in recipe.phases:
             state = self.phase_state(recipe, phase)
             if state == "open":
                 init = self.phase_dir(recipe, previous) if previous else None
                 self._train(recipe, phase, init)
                 state = self.phase_state(recipe, phase)
-            if state == "reached":
-                self.log(f"{recipe.name}: reached {self.spec.target.metric} >= "
-                         f"{self.target:.4f} in phase {phase.name}")
-                return
             if state == "open":  # held by another process of the benchmark
                 return
+            if state == "reached" and not reached:
+                self.log(f"{recipe.name}: reached {self.spec.target.metric} >= "
+                         f"{self.target:.4f} in phase {phase.name}")
+                reached = True
+            if reached and not recipe.train_to_budget:
+                return
             previous = phase
-        self.log(f"{recipe.name}: step budget spent without reaching the target")
+        if recipe.train_to_budget:
+            self.log(f"{recipe.name}: trained to the end of its budget")
+        elif not reached:
+            self.log(f"{recipe.name}: step budget spent without reaching the target")
 
     def _command(self, recipe, phase, init_checkpoint, extra=()):
         command = [sys.executable, "-m", "bert_tf.train", "--config",
@@ -319,7 +331,8 @@ class Benchmark:
                                            env=env, pass_fds=(lock.fileno(),))
                 keep = (self.spec.quality.reference_steps
                         if recipe.name == self.spec.reference_recipe else [])
-                stopped = self._watch(process, model_dir, keep)
+                stopped = self._watch(process, model_dir, keep,
+                                      stop_at_target=not recipe.train_to_budget)
             seconds = time.monotonic() - started
             with open(os.path.join(model_dir, units.TIMES_FILE), "a", encoding="utf-8") as f:
                 f.write(json.dumps({"seconds": round(seconds, 1),
@@ -329,13 +342,14 @@ class Benchmark:
             raise units.UnitFailedError(f"{name} failed with exit code {process.returncode}; "
                                         f"see {log_path}; run the same command to resume it")
         if self.phase_state(recipe, phase) == "open":
-            raise units.UnitFailedError(f"{name} stopped before its last step without "
-                                        f"reaching the target (signal?); run the same command "
-                                        f"to resume it ({log_path})")
+            unmet = "" if recipe.train_to_budget else " without reaching the target"
+            raise units.UnitFailedError(f"{name} stopped before its last step{unmet} (signal?); "
+                                        f"run the same command to resume it ({log_path})")
         self.log(f"== {name}: done in {seconds / 60:.1f} min")
 
-    def _watch(self, process, model_dir, keep_steps=()):
-        """Waits for the trainer; SIGTERMs it once its newest evaluation reaches the target.
+    def _watch(self, process, model_dir, keep_steps=(), stop_at_target=True):
+        """Waits for the trainer; SIGTERMs it once its newest evaluation reaches the target
+        (unless not `stop_at_target`).
 
         Copies its checkpoints at `keep_steps` into `kept/` as they appear (the
         trainer rotates checkpoints away after `trainer.max_to_keep` newer ones).
@@ -347,7 +361,7 @@ class Benchmark:
         while process.poll() is None:
             time.sleep(POLL_SECONDS)
             to_keep = [step for step in to_keep if not keep_checkpoint(model_dir, step)]
-            if stopped or not os.path.isfile(results_path):
+            if stopped or not stop_at_target or not os.path.isfile(results_path):
                 continue
             try:
                 with open(results_path, encoding="utf-8") as f:

@@ -6,7 +6,8 @@ starts from the weights of the one before (`--init_checkpoint`, fresh
 optimizer and schedule, as the BERT paper's length-512 phase does). Every
 recipe is scored by the same held-out measurement (`eval_overrides`: the
 baseline's batches, length and masking rate, whatever the recipe trains at),
-every `eval_every` of its steps, and stops once the target is reached.
+every `eval_every` of its steps, and stops once the target is reached (or,
+with `train_to_budget`, trains every phase to its end).
 
 A profile (`profiles: {ci: {...}}`) is merged over the file's top level
 (mappings key by key, lists replaced), as for the other studies.
@@ -50,6 +51,10 @@ class RecipeSpec:
     # Steps between held-out evaluations (also the checkpoint and loop interval).
     eval_every: int = 20
     phases: list[PhaseSpec] = dataclasses.field(default_factory=list)
+    # True: every phase trains to its last step instead of stopping at the target. The row
+    # still reports its first crossing; its quality is measured on the model it ends with
+    # (a recipe sized to a compute budget, judged on what that budget delivers).
+    train_to_budget: bool = False
 
 
 @dataclasses.dataclass

@@ -109,13 +109,14 @@ def test_the_quality_table_tells_a_task_not_run_from_one_pending():
     rows = quality.summarize([_cell("baseline", [0.50, 0.54]), mrpc,
                               _cell("fast", [0.51, 0.51]), pending,
                               _cell("baseline_step600", [0.30, 0.32])], "baseline")
-    steps = {"baseline": (2900, True), "fast": (600, True), "baseline_step600": (600, False)}
+    steps = {"baseline": (2900, "target"), "fast": (600, "end of budget"),
+             "baseline_step600": (600, "step")}
     for row in rows:
-        row["checkpoint_step"], row["at_target"] = steps[row["recipe"]]
+        row["checkpoint_step"], row["checkpoint_at"] = steps[row["recipe"]]
     table = report.quality_markdown({"quality": rows, "reference_recipe": "baseline"})
     assert "| baseline | step 2,900 (target) | 52.00 ± 2.83 (n=2, lr 2e-05) | 81.00 ± 1.41 " \
         "(n=2, lr 2e-05) |" in table
-    assert "| fast | step 600 (target) | 51.00 ± 0.00 (n=2, lr 2e-05, within) | pending |" \
+    assert "| fast | step 600 (end of budget) | 51.00 ± 0.00 (n=2, lr 2e-05, within) | pending |" \
         in table
     # The reference's step arm fine-tunes on STS-B only: its MRPC cell is not pending.
     assert "| baseline_step600 | step 600 | 31.00 ± 1.41 (n=2, lr 2e-05, below) | – |" in table
@@ -202,6 +203,18 @@ def test_every_recipe_resolves_and_is_measured_alike(tmp_path, shared_file):
     lamb = benchmark.experiment(benchmark.spec.recipe("lamb_batch512"),
                                 benchmark.spec.recipe("lamb_batch512").phases[0])
     assert lamb.optimizer.name == "lamb" and lamb.trainer.gradient_accumulation_steps == 4
+    # The best combination: length 64 then 128, no dropout, within half the reference's
+    # FLOPs to the target (2,450 steps, research/records/benchmarks/time_to_train).
+    best = benchmark.spec.recipe("best_combination")
+    phases = [benchmark.experiment(best, phase) for phase in best.phases]
+    assert best.train_to_budget
+    assert [shapes["best_combination", p.name].seq_length for p in best.phases] == [64, 128]
+    assert all(e.model.encoder.hidden_dropout == e.model.encoder.attention_dropout == 0.0
+               for e in phases)
+    assert all(e.optimizer.decay_steps == e.trainer.train_steps for e in phases)
+    spent = sum(e.trainer.train_steps * flops.training_flops_per_step(
+        shapes["best_combination", p.name]) for e, p in zip(phases, best.phases))
+    assert spent <= 0.5 * 2450 * flops.training_flops_per_step(base)
     # A recipe evaluated on other held-out batches is refused.
     recipe = benchmark.spec.recipe("no_dropout")
     recipe.phases[0].overrides.append("data.short_seq_prob=0.5")
@@ -284,8 +297,8 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
     assert set(rows) == {"baseline", fastest, "baseline_step4"}
     assert all(r["task"] == "stsb" for r in rows.values())
     assert all(row["complete"] and len(row["scores"]) == 1 for row in rows.values())
-    assert (rows["baseline_step4"]["checkpoint_step"], rows["baseline_step4"]["at_target"]) \
-        == (4, False)
+    assert (rows["baseline_step4"]["checkpoint_step"], rows["baseline_step4"]["checkpoint_at"]) \
+        == (4, "step")
     (step_run,) = (out / "quality" / "finetune" / "baseline_step4" / "stsb").iterdir()
     assert f"--init_checkpoint {out / 'runs' / 'baseline' / 'main' / 'kept' / 'ckpt-4'}" in (
         step_run / "train.log").read_text()
@@ -310,6 +323,41 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
     assert f"quality/finetune/{fastest}/stsb/lr0.0001_seed0/eval_results.json" in files
     assert not [name for name in files if "ckpt-" in name or "tfevents" in name
                 or name.startswith("corpus")]
+
+
+@pytest.mark.long
+def test_a_recipe_trained_to_its_budget_runs_past_the_target(tmp_path, shared_file):
+    shared_file("vocab", "bert-base-uncased-vocab.txt")
+    values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
+    ci = values["profiles"]["ci"]
+    for recipe in ci["recipes"]:
+        recipe["train_to_budget"] = recipe["name"] == "seq64_then_128"
+    study = tmp_path / "time_to_train_budget.yaml"
+    study.write_text(json.dumps(values))
+    out = tmp_path / "ttt"
+    command = [sys.executable, "-m", "research.study", str(study), "--out", str(out),
+               "--profile", "ci", "--recipes", "seq64_then_128", "--target", "0.0"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    first = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
+                           text=True, timeout=1800)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    # Past its crossing at the first evaluation (step 4), through both phases of 8 steps.
+    assert "stopping the trainer" not in first.stdout
+    assert "seq64_then_128: trained to the end of its budget" in first.stdout
+    results = json.loads((out / "results.json").read_text())
+    recipe = next(r for r in results["recipes"] if r["name"] == "seq64_then_128")
+    assert recipe["status"] == "reached" and recipe["steps_to_target"] == 4
+    assert [(p["state"], p["steps_trained"]) for p in recipe["phases"]] == [("reached", 8)] * 2
+    assert recipe["steps_spent"] == 16
+    assert recipe["flops_spent"] == sum(8 * p["flops_per_step"] for p in recipe["phases"])
+    assert "Trained to the end of their budget" in (out / "report.md").read_text()
+    # Its quality is measured on the model it ends with: the last phase's last checkpoint.
+    benchmark = runner.Benchmark(spec_lib.load(str(study), "ci"), str(out), target=0.0)
+    assert quality.quality_checkpoint(benchmark, "seq64_then_128") == str(
+        out / "runs" / "seq64_then_128" / "seq128" / "ckpt-8")
+    again = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
+                           text=True, timeout=1800)
+    assert again.returncode == 0 and ": running" not in again.stdout
 
 
 @pytest.mark.long
