@@ -315,13 +315,16 @@ def plot(results: dict, plots_dir: str) -> None:
     if results["timing"]:
         axes_of.append(("seconds", 3600, "wall time (h, measured time per step)",
                         "accuracy_vs_wall_time.png"))
+    # More recipes than the default cycle's 10 colours: one colour each from tab20.
+    colours = plt.get_cmap("tab20").colors
     for key, scale, label, name in axes_of:
         fig, ax = plt.subplots(figsize=(8, 5))
-        for r in results["recipes"]:
+        for i, r in enumerate(results["recipes"]):
             points = [p for p in r["curve"] if p[key] is not None]
             if points:
                 ax.plot([p[key] / scale for p in points], [100 * p["value"] for p in points],
-                        "-", label=r["label"] or r["name"], linewidth=1.2)
+                        "-", label=r["label"] or r["name"], linewidth=1.2,
+                        color=colours[i % len(colours)])
         ax.axhline(100 * target["value"], color="black", linestyle="--", linewidth=0.8,
                    label=f"target {100 * target['value']:.2f} %")
         ax.set_xlabel(label)
