@@ -229,8 +229,8 @@ def test_first_crossing():
     assert runner.first_crossing([(20, 0.1)], 0.2) is None
 
 
-def _run(out, *extra):
-    command = [sys.executable, "-m", "research.study", "time_to_train", "--out", str(out),
+def _run(out, *extra, study="time_to_train"):
+    command = [sys.executable, "-m", "research.study", study, "--out", str(out),
                "--profile", "ci", *extra]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     result = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
@@ -335,15 +335,11 @@ def test_a_recipe_trained_to_its_budget_runs_past_the_target(tmp_path, shared_fi
     study = tmp_path / "time_to_train_budget.yaml"
     study.write_text(json.dumps(values))
     out = tmp_path / "ttt"
-    command = [sys.executable, "-m", "research.study", str(study), "--out", str(out),
-               "--profile", "ci", "--recipes", "seq64_then_128", "--target", "0.0"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    first = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
-                           text=True, timeout=1800)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    args = ("--recipes", "seq64_then_128", "--target", "0.0")
+    first = _run(out, *args, study=str(study))
     # Past its crossing at the first evaluation (step 4), through both phases of 8 steps.
-    assert "stopping the trainer" not in first.stdout
-    assert "seq64_then_128: trained to the end of its budget" in first.stdout
+    assert "stopping the trainer" not in first
+    assert "seq64_then_128: trained to the end of its budget" in first
     results = json.loads((out / "results.json").read_text())
     recipe = next(r for r in results["recipes"] if r["name"] == "seq64_then_128")
     assert recipe["status"] == "reached" and recipe["steps_to_target"] == 4
@@ -355,9 +351,7 @@ def test_a_recipe_trained_to_its_budget_runs_past_the_target(tmp_path, shared_fi
     benchmark = runner.Benchmark(spec_lib.load(str(study), "ci"), str(out), target=0.0)
     assert quality.quality_checkpoint(benchmark, "seq64_then_128") == str(
         out / "runs" / "seq64_then_128" / "seq128" / "ckpt-8")
-    again = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
-                           text=True, timeout=1800)
-    assert again.returncode == 0 and ": running" not in again.stdout
+    assert ": running" not in _run(out, *args, study=str(study))
 
 
 @pytest.mark.long
@@ -369,13 +363,8 @@ def test_a_run_that_reaches_the_target_is_stopped_and_not_trained_again(tmp_path
     study = tmp_path / "time_to_train_long.yaml"
     study.write_text(json.dumps(values))
     out = tmp_path / "ttt"
-    command = [sys.executable, "-m", "research.study", str(study), "--out", str(out),
-               "--profile", "ci", "--recipes", "baseline", "--target", "0.0"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    first = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
-                           text=True, timeout=1800)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert "stopping the trainer" in first.stdout
+    args = ("--recipes", "baseline", "--target", "0.0")
+    assert "stopping the trainer" in _run(out, *args, study=str(study))
     results = json.loads((out / "results.json").read_text())
     baseline = results["recipes"][0]
     assert baseline["status"] == "reached" and baseline["steps_to_target"] == 4
@@ -384,6 +373,4 @@ def test_a_run_that_reaches_the_target_is_stopped_and_not_trained_again(tmp_path
     assert phase["state"] == "reached" and phase["steps_trained"] < 3000
     times = (out / "runs" / "baseline" / "main" / "unit_times.jsonl").read_text()
     assert json.loads(times.splitlines()[-1])["stopped_at_target"] is True
-    again = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
-                           text=True, timeout=1800)
-    assert again.returncode == 0 and ": running" not in again.stdout
+    assert ": running" not in _run(out, *args, study=str(study))
