@@ -4,8 +4,8 @@ A recipe that reaches the MLM target sooner but fine-tunes worse has not won.
 Each chosen recipe's checkpoint at its crossing evaluation (`ckpt-<step>` of
 the phase that reached the target: checkpoints are written at every
 evaluation), or for a recipe with `train_to_budget` its last checkpoint (the
-model its budget delivers), is fine-tuned on `quality.tasks` of the study `quality.study`, with
-that study's learning-rate grid, seeds and overrides. The study harness
+model its budget delivers), is fine-tuned on `quality.tasks` of the study
+`quality.study`, with that study's learning-rate grid, seeds and overrides. The study harness
 (`research.studies.runner.Study`) runs them: every rate on the first seed, the
 best rate on the other seeds, each run resumable.
 
