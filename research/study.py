@@ -62,7 +62,8 @@ def parse_args(argv):
     ttt = parser.add_argument_group("time_to_train only")
     ttt.add_argument("--recipes", metavar="A,B",
                      help="train only these recipes, in this order (default: all, in the "
-                          "config's order); the report covers every recipe")
+                          "config's order); with --quality, fine-tune only these of the "
+                          "recipes it chooses; the report covers every recipe")
     ttt.add_argument("--target", type=float,
                      help="the held-out target value (default: the config's target)")
     ttt.add_argument("--timing_only", action="store_true",
@@ -161,7 +162,8 @@ def _time_to_train(args, log, started):
             timing.measure(benchmark, log)
             results = report.write(benchmark)
         elif args.quality:
-            recipes = quality.chosen_recipes(benchmark, report.build(benchmark))
+            chosen = quality.chosen_recipes(benchmark, report.build(benchmark))
+            recipes = [name for name in chosen if name in recipes] if recipes else chosen
             log(f"fine-tuning at the target: {', '.join(recipes) or 'no recipe has reached it'}")
             quality.QualityStudy(benchmark, recipes).cells(execute=True)
             results = report.write(benchmark)

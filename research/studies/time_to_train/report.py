@@ -133,7 +133,7 @@ def build(benchmark) -> dict:
                "reference_recipe": benchmark.spec.reference_recipe,
                "eval_overrides": benchmark.spec.eval_overrides,
                "flops_formula": flops.FORMULA,
-               "timing": timings, "recipes": recipes, "quality": []}
+               "timing": timings, "recipes": recipes, "quality": [], "goal": None}
     if os.path.isdir(os.path.join(benchmark.out_dir, quality.QUALITY_DIR)):
         study = quality.QualityStudy(benchmark, quality.recipes_to_show(benchmark, results))
         results["quality"] = quality.summarize(study.cells(execute=False),
@@ -151,7 +151,61 @@ def build(benchmark) -> dict:
             else:
                 row["checkpoint_at"] = "target"
                 row["checkpoint_step"] = by_name[row["recipe"]].get("steps_to_target")
+        results["goal"] = goal(results, benchmark.spec.quality.tasks,
+                               benchmark.spec.quality.goal_wall_fraction)
     return results
+
+
+def goal(results: dict, tasks: list[str], wall_fraction: float) -> dict:
+    """Which fine-tuned recipes meet the benchmark's goal: the reference's quality on every
+    task (within its spread or above) in at most `wall_fraction` of its wall time to the
+    target. A train_to_budget recipe is charged its whole budget (the model it fine-tunes).
+
+    Args:
+      results: `build`'s results, with their quality rows.
+      tasks: the quality tasks every candidate must hold (`quality.tasks`).
+      wall_fraction: the goal's share of the reference's wall time (`quality.goal_wall_fraction`).
+    """
+    by_name = {r["name"]: r for r in results["recipes"]}
+    cells = {(row["recipe"], row["task"]): row for row in results["quality"]}
+    candidates = []
+    for name in dict.fromkeys(row["recipe"] for row in results["quality"]):
+        recipe = by_name.get(name)
+        if recipe is None or name == results["reference_recipe"]:
+            continue  # the reference itself, or one of its step arms
+        wall = recipe.get("seconds_spent_vs_reference" if recipe["train_to_budget"]
+                          else "seconds_vs_reference")
+        verdicts = [cells[name, task]["within_reference_spread"] if (name, task) in cells
+                    else None for task in tasks]
+        quality_held = None if None in verdicts else all(verdicts)
+        candidates.append({
+            "recipe": name, "wall_vs_reference": wall, "quality_within": quality_held,
+            "tasks_below": [t for t, v in zip(tasks, verdicts) if v is False],
+            "meets": bool(quality_held and wall is not None and wall <= wall_fraction)})
+    return {"wall_fraction": wall_fraction, "tasks": tasks, "candidates": candidates,
+            "met_by": [c["recipe"] for c in candidates if c["meets"]]}
+
+
+def goal_markdown(results: dict) -> list[str]:
+    """The report's verdict on the goal (none before `--quality` has run)."""
+    verdict = results.get("goal")
+    if not verdict or not verdict["candidates"]:
+        return []
+    share = f"{100 * verdict['wall_fraction']:.0f} %"
+    lines = ["", "## Goal", "",
+             f"The reference's quality ({', '.join(verdict['tasks'])}, each within its spread "
+             f"or above) in at most {share} of its wall time to the target; a recipe trained "
+             "to its budget is charged the whole budget.", "",
+             "| recipe | wall time vs reference | quality | goal |", "|---|---|---|---|"]
+    for c in verdict["candidates"]:
+        quality_text = {True: "within", None: "pending"}.get(
+            c["quality_within"], "below on " + ", ".join(c["tasks_below"]))
+        lines.append(f"| {c['recipe']} | "
+                     f"{_number(c['wall_vs_reference'], digits=2, suffix='x')} | "
+                     f"{quality_text} | {'met' if c['meets'] else 'not met'} |")
+    met = verdict["met_by"]
+    lines += ["", f"Met by: {', '.join(met)}." if met else "Not met by any recipe."]
+    return lines
 
 
 def write(benchmark) -> dict:
@@ -249,6 +303,7 @@ def markdown(results: dict) -> str:
                          f"{p['prediction_slots']} | {p['nsp_slots']} | {p['optimizer']}, "
                          f"{p['learning_rate']:g} | {p['flops_per_step'] / 1e9:.4g} |")
     lines += quality_markdown(results)
+    lines += goal_markdown(results)
     lines += ["", "Plots: `plots/accuracy_vs_flops.png`, `plots/accuracy_vs_wall_time.png` "
               "(after a timing run).", ""]
     return "\n".join(lines)

@@ -84,6 +84,10 @@ class QualitySpec:
     reference_steps: list[int] = dataclasses.field(default_factory=list)
     # The tasks (of `tasks`) those checkpoints are fine-tuned on; empty: all of `tasks`.
     reference_steps_tasks: list[str] = dataclasses.field(default_factory=list)
+    # The benchmark's goal: the reference's quality (every task of `tasks` within its seed
+    # spread or above) in at most this fraction of the reference's wall time to the target.
+    # A train_to_budget recipe is charged its whole budget, not only its way to the crossing.
+    goal_wall_fraction: float = 0.5
 
 
 @dataclasses.dataclass
@@ -146,6 +150,9 @@ class TimeToTrainSpec:
                                          f"({names})")
         if not self.quality.tasks:
             raise config_lib.ConfigError(f"{source}: quality.tasks is empty")
+        if not 0 < self.quality.goal_wall_fraction <= 1:
+            raise config_lib.ConfigError(f"{source}: quality.goal_wall_fraction must be in "
+                                         f"(0, 1], got {self.quality.goal_wall_fraction}")
         every = self.recipe(self.reference_recipe).eval_every
         off_grid = [step for step in self.quality.reference_steps
                     if step < 1 or step % every]

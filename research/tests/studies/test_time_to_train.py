@@ -122,6 +122,43 @@ def test_the_quality_table_tells_a_task_not_run_from_one_pending():
     assert "| baseline_step600 | step 600 | 31.00 ± 1.41 (n=2, lr 2e-05, below) | – |" in table
 
 
+def test_the_goal_needs_every_task_within_and_charges_a_budget_recipe_its_whole_budget():
+    from research.studies.time_to_train import report
+
+    cells = [_cell("baseline", [0.50, 0.54]), _cell("baseline", [0.80, 0.82], task="mrpc"),
+             _cell("baseline_step600", [0.30, 0.32])]
+    # fast: both tasks within; slow_budget: within, but its whole budget costs 0.6x;
+    # cheap_but_worse: STS-B below; half_done: MRPC still pending.
+    for name, stsb, mrpc in [("fast", 0.51, 0.81), ("slow_budget", 0.53, 0.81),
+                             ("cheap_but_worse", 0.40, 0.81), ("half_done", 0.52, None)]:
+        cells.append(_cell(name, [stsb, stsb]))
+        cells.append(_cell(name, [mrpc or 0.7], task="mrpc", complete=mrpc is not None))
+    recipes = [{"name": "baseline", "train_to_budget": False, "seconds_vs_reference": 1.0},
+               {"name": "fast", "train_to_budget": False, "seconds_vs_reference": 0.34},
+               {"name": "slow_budget", "train_to_budget": True, "seconds_vs_reference": 0.3,
+                "seconds_spent_vs_reference": 0.6},
+               {"name": "cheap_but_worse", "train_to_budget": False,
+                "seconds_vs_reference": 0.2},
+               {"name": "half_done", "train_to_budget": False, "seconds_vs_reference": 0.3}]
+    results = {"recipes": recipes, "reference_recipe": "baseline",
+               "quality": quality.summarize(cells, "baseline")}
+    results["goal"] = report.goal(results, ["stsb", "mrpc"], 0.5)
+    by_recipe = {c["recipe"]: c for c in results["goal"]["candidates"]}
+    assert list(by_recipe) == ["fast", "slow_budget", "cheap_but_worse", "half_done"]
+    assert results["goal"]["met_by"] == ["fast"]
+    assert by_recipe["slow_budget"]["wall_vs_reference"] == 0.6
+    assert by_recipe["cheap_but_worse"]["tasks_below"] == ["stsb"]
+    assert by_recipe["half_done"]["quality_within"] is None
+    text = "\n".join(report.goal_markdown(results))
+    assert "| fast | 0.34x | within | met |" in text
+    assert "| slow_budget | 0.60x | within | not met |" in text
+    assert "| cheap_but_worse | 0.20x | below on stsb | not met |" in text
+    assert "| half_done | 0.30x | pending | not met |" in text
+    assert "Met by: fast." in text
+    results["goal"] = report.goal(results, ["stsb", "mrpc"], 0.3)
+    assert "Not met by any recipe." in "\n".join(report.goal_markdown(results))
+
+
 def test_flops_of_the_baseline_step():
     # BERT-mini, batch 128 at length 128, packed 3 per row: P' = min(3 x 20, 19 + 3) = 22.
     shape = flops.StepShape(num_layers=4, hidden_size=256, intermediate_size=1024,
@@ -212,9 +249,13 @@ def test_every_recipe_resolves_and_is_measured_alike(tmp_path, shared_file):
     assert all(e.model.encoder.hidden_dropout == e.model.encoder.attention_dropout == 0.0
                for e in phases)
     assert all(e.optimizer.decay_steps == e.trainer.train_steps for e in phases)
-    spent = sum(e.trainer.train_steps * flops.training_flops_per_step(
-        shapes["best_combination", p.name]) for e, p in zip(phases, best.phases))
-    assert spent <= 0.5 * 2450 * flops.training_flops_per_step(base)
+    # Every recipe trained to its budget is sized to half the reference's cost.
+    for recipe in (r for r in benchmark.spec.recipes if r.train_to_budget):
+        spent = sum(benchmark.experiment(recipe, p).trainer.train_steps
+                    * flops.training_flops_per_step(shapes[recipe.name, p.name])
+                    for p in recipe.phases)
+        assert spent <= 0.5 * 2450 * flops.training_flops_per_step(base), recipe.name
+    assert shapes["small_batch", "seq64"].batch_rows == 64
     # A recipe evaluated on other held-out batches is refused.
     recipe = benchmark.spec.recipe("no_dropout")
     recipe.phases[0].overrides.append("data.short_seq_prob=0.5")
@@ -289,6 +330,11 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
     # Quality: the reference and the fastest recipe fine-tuned from their checkpoints at
     # the target (step 4), by the study's CI suite; a rerun trains nothing.
     fastest = min(results["recipes"], key=lambda r: r["seconds_to_target"])["name"]
+    assert fastest != "baseline"
+    # --recipes narrows the fine-tuning to those of the chosen recipes.
+    narrowed = _run(out, "--quality", "--target", "0.0", "--recipes", fastest)
+    assert f"fine-tuning at the target: {fastest}\n" in narrowed
+    assert not (out / "quality" / "finetune" / "baseline").exists()
     tuned = _run(out, "--quality", "--target", "0.0")
     assert f"fine-tuning at the target: {', '.join(dict.fromkeys(['baseline', fastest]))}" in tuned
     results = json.loads((out / "results.json").read_text())
@@ -309,6 +355,11 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
     assert f"--init_checkpoint {out / 'runs' / fastest / phase / 'ckpt-4'}" in (
         run_dir / "train.log").read_text()
     assert "## Quality at the target" in (out / "report.md").read_text()
+    # The goal's verdict on the fast recipe, charged its wall time to the target.
+    (candidate,) = results["goal"]["candidates"]
+    assert candidate["recipe"] == fastest
+    assert candidate["wall_vs_reference"] == crossing["seconds_vs_reference"]
+    assert "## Goal" in (out / "report.md").read_text()
     assert ": running" not in _run(out, "--quality", "--target", "0.0")
     # Records: every phase's config, evaluation, curves and times, the report, the timing
     # and the fine-tuning runs; no checkpoint, event file or corpus.
