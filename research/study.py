@@ -164,7 +164,8 @@ def _time_to_train(args, log, started):
         elif args.quality:
             chosen = quality.chosen_recipes(benchmark, report.build(benchmark))
             recipes = [name for name in chosen if name in recipes] if recipes else chosen
-            log(f"fine-tuning at the target: {', '.join(recipes) or 'no recipe has reached it'}")
+            log("fine-tuning at the target: "
+                + (", ".join(recipes) or "none (no recipe asked for has reached the target)"))
             quality.QualityStudy(benchmark, recipes).cells(execute=True)
             results = report.write(benchmark)
         elif args.report_only:

@@ -34,6 +34,7 @@ def test_the_benchmark_and_its_ci_profile_load():
     ({"timing": {"steps": 10, "steps_per_loop": 10}}, "timing.steps (10) must exceed"),
     ({"quality": {"recipes": ["fast"]}}, "quality.recipes ['fast'] are not recipes"),
     ({"quality": {"tasks": []}}, "quality.tasks is empty"),
+    ({"quality": {"goal_wall_fraction": 0}}, "quality.goal_wall_fraction must be in (0, 1]"),
     ({"quality": {"reference_steps": [600, 630]}},
      "quality.reference_steps [630] are not positive multiples of the reference recipe's "
      "eval_every (50)"),
