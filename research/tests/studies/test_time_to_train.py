@@ -129,9 +129,11 @@ def test_the_goal_needs_every_task_within_and_charges_a_budget_recipe_its_whole_
     cells = [_cell("baseline", [0.50, 0.54]), _cell("baseline", [0.80, 0.82], task="mrpc"),
              _cell("baseline_step600", [0.30, 0.32])]
     # fast: both tasks within; slow_budget: within, but its whole budget costs 0.6x;
-    # cheap_but_worse: STS-B below; half_done: MRPC still pending.
+    # cheap_but_worse: STS-B below; half_done: MRPC still pending; already_below: STS-B
+    # below, MRPC pending.
     for name, stsb, mrpc in [("fast", 0.51, 0.81), ("slow_budget", 0.53, 0.81),
-                             ("cheap_but_worse", 0.40, 0.81), ("half_done", 0.52, None)]:
+                             ("cheap_but_worse", 0.40, 0.81), ("half_done", 0.52, None),
+                             ("already_below", 0.40, None)]:
         cells.append(_cell(name, [stsb, stsb]))
         cells.append(_cell(name, [mrpc or 0.7], task="mrpc", complete=mrpc is not None))
     recipes = [{"name": "baseline", "train_to_budget": False, "seconds_vs_reference": 1.0},
@@ -140,21 +142,26 @@ def test_the_goal_needs_every_task_within_and_charges_a_budget_recipe_its_whole_
                 "seconds_spent_vs_reference": 0.6},
                {"name": "cheap_but_worse", "train_to_budget": False,
                 "seconds_vs_reference": 0.2},
-               {"name": "half_done", "train_to_budget": False, "seconds_vs_reference": 0.3}]
+               {"name": "half_done", "train_to_budget": False, "seconds_vs_reference": 0.3},
+               {"name": "already_below", "train_to_budget": False,
+                "seconds_vs_reference": 0.3}]
     results = {"recipes": recipes, "reference_recipe": "baseline",
                "quality": quality.summarize(cells, "baseline")}
     results["goal"] = report.goal(results, ["stsb", "mrpc"], 0.5)
     by_recipe = {c["recipe"]: c for c in results["goal"]["candidates"]}
-    assert list(by_recipe) == ["fast", "slow_budget", "cheap_but_worse", "half_done"]
+    assert list(by_recipe) == ["fast", "slow_budget", "cheap_but_worse", "half_done",
+                               "already_below"]
     assert results["goal"]["met_by"] == ["fast"]
     assert by_recipe["slow_budget"]["wall_vs_reference"] == 0.6
     assert by_recipe["cheap_but_worse"]["tasks_below"] == ["stsb"]
     assert by_recipe["half_done"]["quality_within"] is None
+    assert by_recipe["already_below"]["quality_within"] is False
     text = "\n".join(report.goal_markdown(results))
     assert "| fast | 0.34x | within | met |" in text
     assert "| slow_budget | 0.60x | within | not met |" in text
     assert "| cheap_but_worse | 0.20x | below on stsb | not met |" in text
     assert "| half_done | 0.30x | pending | not met |" in text
+    assert "| already_below | 0.30x | below on stsb | not met |" in text
     assert "Met by: fast." in text
     results["goal"] = report.goal(results, ["stsb", "mrpc"], 0.3)
     assert "Not met by any recipe." in "\n".join(report.goal_markdown(results))
