@@ -263,7 +263,8 @@ def test_every_recipe_resolves_and_is_measured_alike(tmp_path, shared_file):
                     * flops.training_flops_per_step(shapes[recipe.name, p.name])
                     for p in recipe.phases)
         assert spent <= 0.5 * 2450 * flops.training_flops_per_step(base), recipe.name
-    assert shapes["small_batch", "seq64"].batch_rows == 64
+    assert [shapes[name, "seq64"].batch_rows
+            for name in ("small_batch", "batch_96", "batch_192")] == [64, 96, 192]
     # A recipe evaluated on other held-out batches is refused.
     recipe = benchmark.spec.recipe("no_dropout")
     recipe.phases[0].overrides.append("data.short_seq_prob=0.5")
