@@ -374,7 +374,7 @@ def plot(results: dict, plots_dir: str) -> None:
     # More recipes than the default cycle's 10 colours: one colour each from tab20.
     colours = plt.get_cmap("tab20").colors
     for key, scale, label, name in axes_of:
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, ax = plt.subplots(figsize=(11, 5))
         for i, r in enumerate(results["recipes"]):
             points = [p for p in r["curve"] if p[key] is not None]
             if points:
@@ -386,7 +386,8 @@ def plot(results: dict, plots_dir: str) -> None:
         ax.set_xlabel(label)
         ax.set_ylabel(f"held-out {target['metric']} (%)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        # Beside the axes, not on them: with a row per recipe it would hide the curves.
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         fig.tight_layout()
-        fig.savefig(os.path.join(plots_dir, name), dpi=110)
+        fig.savefig(os.path.join(plots_dir, name), dpi=110, bbox_inches="tight")
         plt.close(fig)
