@@ -63,7 +63,8 @@ def parse_args(argv):
     ttt.add_argument("--recipes", metavar="A,B",
                      help="train only these recipes, in this order (default: all, in the "
                           "config's order); with --quality, fine-tune only these of the "
-                          "recipes it chooses; the report covers every recipe")
+                          "recipes it chooses or has fine-tuned before; the report covers "
+                          "every recipe")
     ttt.add_argument("--target", type=float,
                      help="the held-out target value (default: the config's target)")
     ttt.add_argument("--timing_only", action="store_true",
@@ -162,8 +163,12 @@ def _time_to_train(args, log, started):
             timing.measure(benchmark, log)
             results = report.write(benchmark)
         elif args.quality:
-            chosen = quality.chosen_recipes(benchmark, report.build(benchmark))
-            recipes = [name for name in chosen if name in recipes] if recipes else chosen
+            built = report.build(benchmark)
+            # --recipes may also name a recipe fine-tuned earlier (an earlier fastest), to
+            # bring its cells up to a grid added since.
+            recipes = ([name for name in quality.recipes_to_show(benchmark, built)
+                        if name in recipes] if recipes
+                       else quality.chosen_recipes(benchmark, built))
             log("fine-tuning at the target: "
                 + (", ".join(recipes) or "none (no recipe asked for has reached the target)"))
             quality.QualityStudy(benchmark, recipes).cells(execute=True)

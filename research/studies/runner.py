@@ -228,40 +228,50 @@ class Study:
         """The metric the learning rate is chosen by: the study's, else the task's own."""
         return task.main_metric or self._task(task).main_metric
 
+    def suite_run(self, arm, task, learning_rate, seed, execute=True):
+        """One fine-tuning run's record (`learning_rate`, `seed`, `model_dir`, `metrics` as
+        fractions), trained first when `execute`; None while it is not finished.
+        """
+        model_dir = self.run_dir(arm.name, task.name, learning_rate, seed)
+        # Reading needs no init checkpoint (MiniLM may not be installed here).
+        results = sweep.finished_results(model_dir)
+        if execute and results is None:
+            if arm.kind == "pretrained":
+                self._require_pretrained_weights(arm)
+            results = self.finetune_unit(arm, task, learning_rate, seed).run(self.log)
+            if results is not None:  # newly finished (None: held by another process)
+                self._save_records()
+        if results is None:
+            return None
+        task_instance = self._task(task)
+        metric = self.main_metric(task)
+        # Every score a fraction, whatever scale the task reports it on (SQuAD: percent).
+        metrics = {name: value / 100 if task_instance.in_percent(name) else value
+                   for name, value in results["metrics"].items()}
+        if metric not in metrics:
+            raise ValueError(f"task {task.name!r} of the study: its runs report "
+                             f"{sorted(metrics)}, not its main_metric {metric!r}")
+        return {"learning_rate": learning_rate, "seed": seed, "model_dir": model_dir,
+                "metrics": metrics}
+
     def run_suite_cell(self, arm, task, execute=True):
         """Selection on the first seed, then the other seeds; returns the cell's record.
 
         With `execute=False` nothing is trained: the record holds what is finished.
         """
         suite = self.spec.suite
-        task_instance = self._task(task)
-        metric = task.main_metric or task_instance.main_metric
+        metric = self.main_metric(task)
         first, *others = suite.seeds
         runs, pending = [], False
 
         def run(learning_rate, seed):
             nonlocal pending
-            model_dir = self.run_dir(arm.name, task.name, learning_rate, seed)
-            # Reading needs no init checkpoint (MiniLM may not be installed here).
-            results = sweep.finished_results(model_dir)
-            if execute and results is None:
-                if arm.kind == "pretrained":
-                    self._require_pretrained_weights(arm)
-                results = self.finetune_unit(arm, task, learning_rate, seed).run(self.log)
-                if results is not None:  # newly finished (None: held by another process)
-                    self._save_records()
-            if results is None:
+            record = self.suite_run(arm, task, learning_rate, seed, execute)
+            if record is None:
                 pending = True
                 return None
-            # Every score a fraction, whatever scale the task reports it on (SQuAD: percent).
-            metrics = {name: value / 100 if task_instance.in_percent(name) else value
-                       for name, value in results["metrics"].items()}
-            if metric not in metrics:
-                raise ValueError(f"task {task.name!r} of the study: its runs report "
-                                 f"{sorted(metrics)}, not its main_metric {metric!r}")
-            runs.append({"learning_rate": learning_rate, "seed": seed,
-                         "model_dir": model_dir, "metrics": metrics})
-            return metrics[metric]
+            runs.append(record)
+            return record["metrics"][metric]
 
         rates = suite.learning_rates_of(task)
         scores = {lr: run(lr, first) for lr in rates}

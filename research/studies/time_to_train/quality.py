@@ -19,6 +19,12 @@ it trained, `runner.keep_checkpoint`) are fine-tuned the same way on
 reference at a fast recipe's step count separates what the fast recipe's
 changes cost downstream from what its fewer updates cost.
 
+With `quality.extended_grids`, each chosen recipe (those of a grid's `recipes` when it
+lists some) is also tuned on the grid's task over the study's grid plus the extra rates:
+the same runs where the rates overlap, and a second cell (`grid: "extended"`) beside the
+study's (`grid: "study"`). The recipes of a grid's `every_seed_for` also run its
+`every_seed_rates` on every seed (the cell's `every_seed` runs; empty for the others).
+
 Layout: `<out>/quality/finetune/<recipe or arm>/<task>/lr<rate>_seed<seed>/`.
 """
 
@@ -33,6 +39,9 @@ from research.studies import spec as study_spec
 from research.studies.time_to_train import runner as ttt_runner
 
 QUALITY_DIR = "quality"
+# The grid a quality cell was tuned over.
+STUDY_GRID = "study"
+EXTENDED_GRID = "extended"
 
 
 def fastest_reached(results: dict) -> str | None:
@@ -160,6 +169,15 @@ class QualityStudy(study_runner.Study):
         super().__init__(spec, os.path.join(benchmark.out_dir, QUALITY_DIR), profile,
                          benchmark.log)
         self.benchmark = benchmark
+        self._recipes = list(recipes)
+        # Task name -> that task with the study's grid plus the extra rates, highest first
+        # (as the study lists its own: ties go to the higher rate).
+        extra = {grid.task: grid.learning_rates for grid in quality.extended_grids}
+        self._grids = {grid.task: grid for grid in quality.extended_grids}
+        self._extended_tasks = {
+            task.name: dataclasses.replace(task, learning_rates=sorted(
+                {*extra[task.name], *suite.learning_rates_of(task)}, reverse=True))
+            for task in suite.tasks if task.name in extra}
 
     def _arm_init(self, arm):
         return self._checkpoints[arm.name](), []
@@ -168,9 +186,31 @@ class QualityStudy(study_runner.Study):
         self._checkpoints[arm.name]()  # raises when it is gone
 
     def cells(self, execute: bool) -> list[dict]:
-        """Every (recipe, task) cell's record (`Study.run_suite_cell`); trains when `execute`."""
-        return [self.run_suite_cell(arm, task, execute=execute)
-                for arm in self.spec.arms for task in self.spec.arm_tasks(arm)]
+        """Every (recipe, task, grid) cell's record (`Study.run_suite_cell` with its `grid`);
+        trains when `execute`. The reference's step arms are tuned on the study's grid only.
+        """
+        cells = []
+        for arm in self.spec.arms:
+            for task in self.spec.arm_tasks(arm):
+                cells.append({**self.run_suite_cell(arm, task, execute=execute),
+                              "grid": STUDY_GRID, "every_seed": []})
+                extended = self._extended_tasks.get(task.name)
+                grid = self._grids.get(task.name)
+                if (extended is not None and arm.name in self._recipes
+                        and (not grid.recipes or arm.name in grid.recipes)):
+                    cell = self.run_suite_cell(arm, extended, execute=execute)
+                    every_seed = (self._every_seed_runs(arm, extended, grid.every_seed_rates,
+                                                        execute)
+                                  if arm.name in grid.every_seed_for else [])
+                    cells.append({**cell, "grid": EXTENDED_GRID, "every_seed": every_seed})
+        return cells
+
+    def _every_seed_runs(self, arm, task, rates: list[float], execute: bool) -> list[dict]:
+        """The finished runs of `rates` on every seed (the selection's own among them);
+        trains the others when `execute`."""
+        runs = (self.suite_run(arm, task, learning_rate, seed, execute)
+                for learning_rate in rates for seed in self.spec.suite.seeds)
+        return [run for run in runs if run is not None]
 
 
 def recipes_to_show(benchmark, results: dict) -> list[str]:
@@ -184,10 +224,21 @@ def recipes_to_show(benchmark, results: dict) -> list[str]:
     return shown
 
 
+def _by_rate(runs: list[dict], metric: str) -> list[dict]:
+    """Runs grouped by learning rate, highest first: the seeds' scores, mean and deviation."""
+    rows = []
+    for rate in sorted({run["learning_rate"] for run in runs}, reverse=True):
+        scores = [run["metrics"][metric] for run in runs if run["learning_rate"] == rate]
+        rows.append({"learning_rate": rate, "scores": scores, "mean": statistics.fmean(scores),
+                     "std": statistics.stdev(scores) if len(scores) > 1 else 0.0})
+    return rows
+
+
 def summarize(cells: list[dict], reference: str) -> list[dict]:
-    """Per recipe and task: the chosen rate, the seeds' scores, mean and standard deviation,
-    and for complete cells whether the mean is within the reference's spread or above it
-    (at least the reference's mean minus its standard deviation).
+    """Per recipe, task and grid: the chosen rate, the seeds' scores, mean and standard
+    deviation (and the same per rate of the `every_seed` runs), and for complete cells
+    whether the mean is within the reference's spread or above it (at least the
+    reference's mean minus its standard deviation, on the same grid).
 
     Args:
       cells: `QualityStudy.cells`.
@@ -199,14 +250,16 @@ def summarize(cells: list[dict], reference: str) -> list[dict]:
         scores = [run["metrics"][cell["main_metric"]] for run in cell["runs"]
                   if run["learning_rate"] == chosen]
         rows.append({"recipe": cell["arm"], "task": cell["task"],
-                     "main_metric": cell["main_metric"], "complete": cell["complete"],
+                     "grid": cell["grid"], "main_metric": cell["main_metric"],
+                     "complete": cell["complete"],
                      "learning_rate": chosen, "scores": scores,
                      "mean": statistics.fmean(scores) if cell["complete"] else None,
                      "std": statistics.stdev(scores) if cell["complete"] and len(scores) > 1
-                     else (0.0 if cell["complete"] else None)})
-    by_key = {(row["recipe"], row["task"]): row for row in rows}
+                     else (0.0 if cell["complete"] else None),
+                     "every_seed": _by_rate(cell["every_seed"], cell["main_metric"])})
+    by_key = {(row["recipe"], row["task"], row["grid"]): row for row in rows}
     for row in rows:
-        base = by_key.get((reference, row["task"]))
+        base = by_key.get((reference, row["task"], row["grid"]))
         row["within_reference_spread"] = (
             None if row["mean"] is None or base is None or base["mean"] is None
             else row["mean"] >= base["mean"] - base["std"])

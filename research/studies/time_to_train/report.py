@@ -151,12 +151,16 @@ def build(benchmark) -> dict:
             else:
                 row["checkpoint_at"] = "target"
                 row["checkpoint_step"] = by_name[row["recipe"]].get("steps_to_target")
-        results["goal"] = goal(results, benchmark.spec.quality.tasks,
-                               benchmark.spec.quality.goal_wall_fraction)
+        spec = benchmark.spec.quality
+        results["goal"] = goal(results, spec.tasks, spec.goal_wall_fraction)
+        if spec.extended_grids:
+            results["goal_extended_grid"] = goal(results, spec.tasks, spec.goal_wall_fraction,
+                                                 grid=quality.EXTENDED_GRID)
     return results
 
 
-def goal(results: dict, tasks: list[str], wall_fraction: float) -> dict:
+def goal(results: dict, tasks: list[str], wall_fraction: float,
+         grid: str = quality.STUDY_GRID) -> dict:
     """Which fine-tuned recipes meet the benchmark's goal: the reference's quality on every
     task (within its spread or above) in at most `wall_fraction` of its wall time to the
     target. A train_to_budget recipe is charged its whole budget (the model it fine-tunes).
@@ -165,9 +169,15 @@ def goal(results: dict, tasks: list[str], wall_fraction: float) -> dict:
       results: `build`'s results, with their quality rows.
       tasks: the quality tasks every candidate must hold (`quality.tasks`).
       wall_fraction: the goal's share of the reference's wall time (`quality.goal_wall_fraction`).
+      grid: judge tasks on the study's grid, or with `quality.EXTENDED_GRID` on the extended
+        grid where a task has one (the study's elsewhere).
     """
     by_name = {r["name"]: r for r in results["recipes"]}
-    cells = {(row["recipe"], row["task"]): row for row in results["quality"]}
+    cells = {(row["recipe"], row["task"]): row for row in results["quality"]
+             if row["grid"] == quality.STUDY_GRID}
+    if grid == quality.EXTENDED_GRID:
+        cells.update({(row["recipe"], row["task"]): row for row in results["quality"]
+                      if row["grid"] == quality.EXTENDED_GRID})
     candidates = []
     for name in dict.fromkeys(row["recipe"] for row in results["quality"]):
         recipe = by_name.get(name)
@@ -183,20 +193,33 @@ def goal(results: dict, tasks: list[str], wall_fraction: float) -> dict:
             "recipe": name, "wall_vs_reference": wall, "quality_within": quality_held,
             "tasks_below": [t for t, v in zip(tasks, verdicts) if v is False],
             "meets": bool(quality_held and wall is not None and wall <= wall_fraction)})
-    return {"wall_fraction": wall_fraction, "tasks": tasks, "candidates": candidates,
-            "met_by": [c["recipe"] for c in candidates if c["meets"]]}
+    return {"wall_fraction": wall_fraction, "tasks": tasks, "grid": grid,
+            "candidates": candidates, "met_by": [c["recipe"] for c in candidates if c["meets"]]}
 
 
 def goal_markdown(results: dict) -> list[str]:
-    """The report's verdict on the goal (none before `--quality` has run)."""
+    """The report's verdicts on the goal, on the study's grid and, where the benchmark has
+    one, on the extended grid (none before `--quality` has run)."""
     verdict = results.get("goal")
     if not verdict or not verdict["candidates"]:
         return []
     share = f"{100 * verdict['wall_fraction']:.0f} %"
-    lines = ["", "## Goal", "",
-             f"The reference's quality ({', '.join(verdict['tasks'])}, each within its spread "
-             f"or above) in at most {share} of its wall time to the target; a recipe trained "
-             "to its budget is charged the whole budget.", "",
+    lines = _verdict_markdown(
+        verdict, "## Goal",
+        f"The reference's quality ({', '.join(verdict['tasks'])}, each within its spread or "
+        f"above) in at most {share} of its wall time to the target; a recipe trained to its "
+        "budget is charged the whole budget. Fine-tuned with the study's grid.")
+    extended = results.get("goal_extended_grid")
+    if extended and extended["candidates"]:
+        lines += _verdict_markdown(
+            extended, "### The goal with the extended grid",
+            "The same goal, each task judged on its extended grid where it has one (the "
+            "study's grid elsewhere).")
+    return lines
+
+
+def _verdict_markdown(verdict: dict, title: str, description: str) -> list[str]:
+    lines = ["", title, "", description, "",
              "| recipe | wall time vs reference | quality | goal |", "|---|---|---|---|"]
     for c in verdict["candidates"]:
         quality_text = {True: "within", None: "pending"}.get(
@@ -317,7 +340,8 @@ def quality_markdown(results: dict) -> list[str]:
         return []
     tasks = list(dict.fromkeys(row["task"] for row in rows))
     recipes = list(dict.fromkeys(row["recipe"] for row in rows))
-    cells = {(row["recipe"], row["task"]): row for row in rows}
+    cells = {(row["recipe"], row["task"]): row for row in rows
+             if row["grid"] == quality.STUDY_GRID}
     checkpoints = {row["recipe"]: (row["checkpoint_step"], row["checkpoint_at"]) for row in rows}
     metrics = {row["task"]: row["main_metric"] for row in rows}
     reference = results["reference_recipe"]
@@ -334,23 +358,52 @@ def quality_markdown(results: dict) -> list[str]:
              " | ".join(f"{task} {metrics[task]}" for task in tasks) + " |",
              "|---|---|" + "---|" * len(tasks)]
     for recipe in recipes:
-        texts = []
-        for task in tasks:
-            row = cells.get((recipe, task))
-            if row is None or not row["complete"]:
-                # No cell: not one of the arm's tasks (quality.reference_steps_tasks).
-                texts.append("–" if row is None else "pending")
-                continue
-            verdict = {True: ", within", False: ", below", None: ""}[
-                row["within_reference_spread"] if recipe != results["reference_recipe"]
-                else None]
-            texts.append(f"{100 * row['mean']:.2f} ± {100 * row['std']:.2f} "
-                         f"(n={len(row['scores'])}, lr {row['learning_rate']:g}{verdict})")
+        # No cell: not one of the arm's tasks (quality.reference_steps_tasks).
+        texts = [_quality_cell(cells.get((recipe, task)), reference) for task in tasks]
         step, at = checkpoints[recipe]
         where = ("–" if step is None
                  else f"step {step:,}" + ("" if at == "step" else f" ({at})"))
         lines.append(f"| {recipe} | {where} | " + " | ".join(texts) + " |")
+    extended = [row for row in rows if row["grid"] == quality.EXTENDED_GRID]
+    if extended:
+        lines += ["", "### With the extended grid", "",
+                  "The tasks of `quality.extended_grids`, tuned again over the study's grid "
+                  "plus the extra rates (the study's runs reused), the best rate on all seeds; "
+                  "within: against the reference on the same grid.", "",
+                  "| recipe | task | study's grid | extended grid |", "|---|---|---|---|"]
+        for row in extended:
+            lines.append(f"| {row['recipe']} | {row['task']} {row['main_metric']} | "
+                         f"{_quality_cell(cells.get((row['recipe'], row['task'])), reference)}"
+                         f" | {_quality_cell(row, reference)} |")
+    every_seed = [row for row in extended if row["every_seed"]]
+    if every_seed:
+        rates = sorted({rate["learning_rate"] for row in every_seed
+                        for rate in row["every_seed"]}, reverse=True)
+        lines += ["", "### Every rate on every seed", "",
+                  "The recipes of `every_seed_for`: each rate of the extended grid on every "
+                  "seed, whatever the first seed chose (mean ± standard deviation, seeds).", "",
+                  "| recipe | task | " + " | ".join(f"lr {rate:g}" for rate in rates) + " |",
+                  "|---|---|" + "---|" * len(rates)]
+        for row in every_seed:
+            by_rate = {rate["learning_rate"]: rate for rate in row["every_seed"]}
+            texts = [("–" if rate not in by_rate else
+                      f"{100 * by_rate[rate]['mean']:.2f} ± {100 * by_rate[rate]['std']:.2f} "
+                      f"(n={len(by_rate[rate]['scores'])})") for rate in rates]
+            lines.append(f"| {row['recipe']} | {row['task']} {row['main_metric']} | "
+                         + " | ".join(texts) + " |")
     return lines
+
+
+def _quality_cell(row: dict | None, reference: str) -> str:
+    """A quality row as `mean ± std (n, lr, verdict)`; – for no row, pending if incomplete."""
+    if row is None:
+        return "–"
+    if not row["complete"]:
+        return "pending"
+    verdict = {True: ", within", False: ", below", None: ""}[
+        row["within_reference_spread"] if row["recipe"] != reference else None]
+    return (f"{100 * row['mean']:.2f} ± {100 * row['std']:.2f} "
+            f"(n={len(row['scores'])}, lr {row['learning_rate']:g}{verdict})")
 
 
 def plot(results: dict, plots_dir: str) -> None:

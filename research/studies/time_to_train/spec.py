@@ -67,6 +67,20 @@ class TimingSpec:
 
 
 @dataclasses.dataclass
+class ExtendedGridSpec:
+    """Learning rates tried on one task beyond the study's grid."""
+
+    task: str = ""
+    learning_rates: list[float] = dataclasses.field(default_factory=list)
+    # The fine-tuned recipes tuned on it; empty: all of them.
+    recipes: list[str] = dataclasses.field(default_factory=list)
+    # Recipes tuned on `every_seed_rates` (rates of this grid) with every seed, not only on
+    # the chosen rate: whether a verdict hangs on the rate the first seed happened to pick.
+    every_seed_for: list[str] = dataclasses.field(default_factory=list)
+    every_seed_rates: list[float] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class QualitySpec:
     """Fine-tuning at the target (`research.studies.time_to_train.quality`)."""
 
@@ -88,6 +102,10 @@ class QualitySpec:
     # spread or above) in at most this fraction of the reference's wall time to the target.
     # A train_to_budget recipe is charged its whole budget, not only its way to the crossing.
     goal_wall_fraction: float = 0.5
+    # Where a task's best rate sits at the edge of the study's grid the grid has not found
+    # the optimum: these tasks are fine-tuned again over the study's grid plus these rates
+    # (the study's runs are reused), and reported, and judged, beside the study's grid.
+    extended_grids: list[ExtendedGridSpec] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -150,6 +168,31 @@ class TimeToTrainSpec:
                                          f"({names})")
         if not self.quality.tasks:
             raise config_lib.ConfigError(f"{source}: quality.tasks is empty")
+        for grid in self.quality.extended_grids:
+            if grid.task not in self.quality.tasks:
+                raise config_lib.ConfigError(f"{source}: quality.extended_grids task "
+                                             f"{grid.task!r} is not in quality.tasks "
+                                             f"{self.quality.tasks}")
+            if not grid.learning_rates or any(lr <= 0 for lr in grid.learning_rates):
+                raise config_lib.ConfigError(f"{source}: quality.extended_grids "
+                                             f"{grid.task!r}: learning_rates must be positive "
+                                             f"and not empty, got {grid.learning_rates}")
+            for key in ("recipes", "every_seed_for"):
+                strangers = [name for name in getattr(grid, key) if name not in names]
+                if strangers:
+                    raise config_lib.ConfigError(f"{source}: quality.extended_grids "
+                                                 f"{grid.task!r}: {key} {strangers} are not "
+                                                 f"recipes ({names})")
+            outside = [name for name in grid.every_seed_for
+                       if grid.recipes and name not in grid.recipes]
+            if outside:
+                raise config_lib.ConfigError(f"{source}: quality.extended_grids "
+                                             f"{grid.task!r}: every_seed_for {outside} are not "
+                                             f"in its recipes {grid.recipes}")
+            if bool(grid.every_seed_for) != bool(grid.every_seed_rates):
+                raise config_lib.ConfigError(f"{source}: quality.extended_grids "
+                                             f"{grid.task!r}: every_seed_for and "
+                                             "every_seed_rates go together")
         if not 0 < self.quality.goal_wall_fraction <= 1:
             raise config_lib.ConfigError(f"{source}: quality.goal_wall_fraction must be in "
                                          f"(0, 1], got {self.quality.goal_wall_fraction}")

@@ -40,6 +40,20 @@ def test_the_benchmark_and_its_ci_profile_load():
      "eval_every (50)"),
     ({"quality": {"reference_steps": [600], "reference_steps_tasks": ["cola"]}},
      "quality.reference_steps_tasks ['cola'] are not in quality.tasks"),
+    ({"quality": {"extended_grids": [{"task": "cola", "learning_rates": [3e-4]}]}},
+     "quality.extended_grids task 'cola' is not in quality.tasks"),
+    ({"quality": {"extended_grids": [{"task": "stsb", "learning_rates": []}]}},
+     "quality.extended_grids 'stsb': learning_rates must be positive and not empty"),
+    ({"quality": {"extended_grids": [{"task": "stsb", "learning_rates": [3e-4],
+                                      "every_seed_for": ["nope"], "every_seed_rates": [3e-4]}]}},
+     "quality.extended_grids 'stsb': every_seed_for ['nope'] are not recipes"),
+    ({"quality": {"extended_grids": [{"task": "stsb", "learning_rates": [3e-4],
+                                      "every_seed_for": ["baseline"]}]}},
+     "every_seed_for and every_seed_rates go together"),
+    ({"quality": {"extended_grids": [{"task": "stsb", "learning_rates": [3e-4],
+                                      "recipes": ["baseline"], "every_seed_for": ["mlm_only"],
+                                      "every_seed_rates": [3e-4]}]}},
+     "every_seed_for ['mlm_only'] are not in its recipes ['baseline']"),
 ])
 def test_inconsistent_specs_are_errors(tmp_path, patch, message):
     values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
@@ -76,14 +90,17 @@ def test_the_reference_is_read_between_its_evaluations_at_the_same_flops():
     assert report.reference_value_at(curve, 25.0) is None
 
 
-def _cell(recipe, scores, chosen=2e-5, complete=True, task="stsb", metric="pearson"):
+def _cell(recipe, scores, chosen=2e-5, complete=True, task="stsb", metric="pearson",
+          grid=quality.STUDY_GRID, every_seed=()):
     runs = [{"learning_rate": chosen, "seed": seed, "metrics": {metric: score}}
             for seed, score in enumerate(scores)]
     # A rate the selection passed over does not count.
     runs.append({"learning_rate": 1e-4, "seed": 0, "metrics": {metric: 0.99}})
     return {"arm": recipe, "task": task, "main_metric": metric,
             "chosen_learning_rate": chosen if complete else None, "complete": complete,
-            "runs": runs}
+            "runs": runs, "grid": grid,
+            "every_seed": [{"learning_rate": rate, "seed": seed, "metrics": {metric: score}}
+                           for rate, seed, score in every_seed]}
 
 
 def test_quality_rows_compare_each_mean_with_the_reference_spread():
@@ -165,6 +182,51 @@ def test_the_goal_needs_every_task_within_and_charges_a_budget_recipe_its_whole_
     assert "Met by: fast." in text
     results["goal"] = report.goal(results, ["stsb", "mrpc"], 0.3)
     assert "Not met by any recipe." in "\n".join(report.goal_markdown(results))
+
+
+def test_an_extended_grid_is_judged_against_the_reference_on_the_same_grid():
+    from research.studies.time_to_train import report
+
+    extended = quality.EXTENDED_GRID
+    # On the study's grid fast is below (0.48 < 0.52 - 0.02); with the grid extended both
+    # rise, the reference more (0.60 +- 0.02), and fast stays below; wide climbs from below
+    # to within (0.59).
+    cells = [_cell("baseline", [0.50, 0.54]), _cell("baseline", [0.80, 0.82], task="mrpc"),
+             _cell("baseline", [0.58, 0.62], chosen=3e-4, grid=extended,
+                   every_seed=[(3e-4, 0, 0.58), (3e-4, 1, 0.62), (1e-4, 0, 0.50),
+                               (1e-4, 1, 0.54), (2e-5, 0, 0.30)]),
+             _cell("fast", [0.48, 0.48]), _cell("fast", [0.81], task="mrpc"),
+             _cell("fast", [0.56, 0.56], chosen=2e-4, grid=extended),
+             _cell("wide", [0.40, 0.40]), _cell("wide", [0.81], task="mrpc"),
+             _cell("wide", [0.59, 0.59], chosen=3e-4, grid=extended)]
+    recipes = [{"name": name, "train_to_budget": False, "seconds_vs_reference": wall}
+               for name, wall in [("baseline", 1.0), ("fast", 0.3), ("wide", 0.4)]]
+    results = {"recipes": recipes, "reference_recipe": "baseline",
+               "quality": quality.summarize(cells, "baseline")}
+    by_key = {(row["recipe"], row["task"], row["grid"]): row for row in results["quality"]}
+    assert by_key["fast", "stsb", quality.STUDY_GRID]["within_reference_spread"] is False
+    assert by_key["fast", "stsb", extended]["within_reference_spread"] is False
+    assert by_key["wide", "stsb", extended]["within_reference_spread"] is True
+    results["goal"] = report.goal(results, ["stsb", "mrpc"], 0.5)
+    results["goal_extended_grid"] = report.goal(results, ["stsb", "mrpc"], 0.5, grid=extended)
+    assert results["goal"]["met_by"] == []
+    # MRPC has no extended grid: its study cell still counts.
+    assert results["goal_extended_grid"]["met_by"] == ["wide"]
+    for row in results["quality"]:
+        row["checkpoint_step"], row["checkpoint_at"] = 100, "target"
+    table = "\n".join(report.quality_markdown(results))
+    assert "| wide | stsb pearson | 40.00 ± 0.00 (n=2, lr 2e-05, below) | 59.00 ± 0.00 " \
+        "(n=2, lr 0.0003, within) |" in table
+    # The main table stays on the study's grid.
+    assert "| baseline | step 100 (target) | 52.00 ± 2.83 (n=2, lr 2e-05) |" in table
+    # The reference on every rate and seed; the others were not asked for it.
+    assert "| baseline | stsb pearson | 60.00 ± 2.83 (n=2) | 52.00 ± 2.83 (n=2) | " \
+        "30.00 ± 0.00 (n=1) |" in table
+    assert "| lr 0.0003 | lr 0.0001 | lr 2e-05 |" in table
+    assert "| wide | stsb pearson | 40.00" not in table.split("### Every rate on every seed")[1]
+    text = "\n".join(report.goal_markdown(results))
+    assert "Not met by any recipe." in text
+    assert "### The goal with the extended grid" in text and "Met by: wide." in text
 
 
 def test_flops_of_the_baseline_step():
@@ -348,18 +410,32 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
     tuned = _run(out, "--quality", "--target", "0.0")
     assert f"fine-tuning at the target: {', '.join(dict.fromkeys(['baseline', fastest]))}" in tuned
     results = json.loads((out / "results.json").read_text())
-    rows = {row["recipe"]: row for row in results["quality"]}
+    rows = {row["recipe"]: row for row in results["quality"]
+            if row["grid"] == quality.STUDY_GRID}
     # Besides the crossings, the reference's checkpoint kept at step 4 (quality.reference_steps).
     assert set(rows) == {"baseline", fastest, "baseline_step4"}
     assert all(r["task"] == "stsb" for r in rows.values())
     assert all(row["complete"] and len(row["scores"]) == 1 for row in rows.values())
+    # The grid's recipes (the ci profile: the reference) are tuned again over the extended
+    # grid (3e-4 added on STS-B), reusing the study grid's run; the fastest recipe and the
+    # reference's step arm are not.
+    wide = {row["recipe"]: row for row in results["quality"]
+            if row["grid"] == quality.EXTENDED_GRID}
+    assert set(wide) == {"baseline"}
+    assert all(row["complete"] for row in wide.values())
+    assert {p.name for p in (out / "quality" / "finetune" / "baseline" / "stsb").iterdir()} \
+        == {"lr0.0001_seed0", "lr0.0003_seed0"}
+    assert "### With the extended grid" in (out / "report.md").read_text()
+    # The reference (every_seed_for) also has its every_seed_rates on every seed.
+    assert [rate["learning_rate"] for rate in wide["baseline"]["every_seed"]] == [3e-4, 1e-4]
+    assert "### Every rate on every seed" in (out / "report.md").read_text()
     assert (rows["baseline_step4"]["checkpoint_step"], rows["baseline_step4"]["checkpoint_at"]) \
         == (4, "step")
     (step_run,) = (out / "quality" / "finetune" / "baseline_step4" / "stsb").iterdir()
     assert f"--init_checkpoint {out / 'runs' / 'baseline' / 'main' / 'kept' / 'ckpt-4'}" in (
         step_run / "train.log").read_text()
     assert "| baseline_step4 | step 4 |" in (out / "report.md").read_text()
-    (run_dir,) = (out / "quality" / "finetune" / fastest / "stsb").iterdir()
+    run_dir = out / "quality" / "finetune" / fastest / "stsb" / "lr0.0001_seed0"
     crossing = next(r for r in results["recipes"] if r["name"] == fastest)
     phase = next(p["name"] for p in crossing["phases"] if p["state"] == "reached")
     assert f"--init_checkpoint {out / 'runs' / fastest / phase / 'ckpt-4'}" in (
