@@ -172,12 +172,12 @@ class QualityStudy(study_runner.Study):
         self._recipes = list(recipes)
         # Task name -> that task with the study's grid plus the extra rates, highest first
         # (as the study lists its own: ties go to the higher rate).
-        extra = {grid.task: grid.learning_rates for grid in quality.extended_grids}
         self._grids = {grid.task: grid for grid in quality.extended_grids}
         self._extended_tasks = {
             task.name: dataclasses.replace(task, learning_rates=sorted(
-                {*extra[task.name], *suite.learning_rates_of(task)}, reverse=True))
-            for task in suite.tasks if task.name in extra}
+                {*self._grids[task.name].learning_rates, *suite.learning_rates_of(task)},
+                reverse=True))
+            for task in suite.tasks if task.name in self._grids}
 
     def _arm_init(self, arm):
         return self._checkpoints[arm.name](), []
