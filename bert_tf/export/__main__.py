@@ -32,9 +32,10 @@ def build_parser():
                              "(token ids in, for ONNX Runtime and Triton; needs the onnx "
                              "extra)")
     parser.add_argument("--quantize", choices=("int8",), default=None,
-                        help="int8 weights with activations quantized per call: the "
-                             "SavedModel's Transformer blocks run TensorFlow's oneDNN int8 "
-                             "matmul (x86-64); ONNX uses ONNX Runtime's dynamic quantization")
+                        help="int8 weights, activations quantized per token at every "
+                             "call: the SavedModel's Transformer blocks run TensorFlow's "
+                             "stock int8 matmul (every CPU, oneDNN on or off); ONNX uses "
+                             "ONNX Runtime's dynamic quantization")
     console.add_verbose_flag(parser)
     return parser
 

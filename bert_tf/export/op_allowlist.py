@@ -53,8 +53,8 @@ CORE_OPS = frozenset({
     "Sqrt", "Exp", "Erf", "Tanh", "Maximum", "Minimum", "Sum", "Mean", "Max", "Prod",
     "Cumsum", "MatMul", "BatchMatMulV2", "BiasAdd", "Softmax", "ArgMax", "TopKV2",
     "Cast", "BitwiseAnd", "RightShift", "Min",
-    # int8 exports (`bert_tf.layers.inference_projections`; oneDNN kernels on x86-64)
-    "QuantizeV2", "QuantizedMatMulWithBiasAndDequantize", "Bitcast",
+    # int8 exports (`bert_tf.layers.inference_projections`; stock CPU kernels)
+    "QuantizeV2", "QuantizedMatMul", "Bitcast",
     # comparisons and logic
     "Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd",
     "LogicalNot", "LogicalOr", "All", "Any", "Select", "SelectV2", "Where",
@@ -73,7 +73,16 @@ CORE_OPS = frozenset({
 # Registered by the Python package only: a graph using them cannot be served.
 PYTHON_ONLY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
-ALLOWED_OPS = (CORE_OPS | TF_TEXT_OPS) - PYTHON_ONLY_OPS
+# Registered by TensorFlow core with a placeholder CPU kernel that only oneDNN's graph
+# rewrite replaces (`mkl_qmatmul_op.cc`): with the rewrite off (TF_ENABLE_ONEDNN_OPTS=0,
+# the default on CPUs without AVX512-VNNI, AVX512-BF16, AVX-VNNI or AMX) every call fails.
+ONEDNN_ONLY_OPS = frozenset({
+    "QuantizedMatMulWithBias", "QuantizedMatMulWithBiasAndDequantize",
+    "QuantizedMatMulWithBiasAndRelu", "QuantizedMatMulWithBiasAndReluAndRequantize",
+    "QuantizedMatMulWithBiasAndRequantize",
+})
+
+ALLOWED_OPS = (CORE_OPS | TF_TEXT_OPS) - PYTHON_ONLY_OPS - ONEDNN_ONLY_OPS
 
 
 class DisallowedOpError(ValueError):

@@ -12,16 +12,28 @@ and predicts as before on exit.
 - int8 (`quantization="int8"`): every projection of the block as an int8
   matmul (`Int8Projection`).
 
-The int8 scheme is dynamic quantization, as ONNX Runtime's `quantize_dynamic`:
-weights are int8, symmetric, one scale per output column (per channel), made
-once from the float kernel; activations are quantized per call to uint8 over
-their own [min, max] range. TensorFlow's `QuantizedMatMulWithBiasAndDequantize` (a core op with a
-oneDNN kernel on x86-64) multiplies uint8 by int8 and returns float32. Its
-asymmetric input mode (`MIN_FIRST`) gives wrong results for inputs with
-negative values here, so the activation is shifted to start at zero and
-quantized in `SCALED` mode, and the shift comes back through the bias:
+The int8 scheme: weights are int8, symmetric, one scale per output column
+(per channel), made once from the float kernel; activations are quantized at
+every call to uint8 with one range per row, that is per token, over the row's
+own [min, max]. A token's codes depend on that token alone, and the integer
+products are exact, so a request's answer does not change with its
+batch-mates (a long neighbour, a batch of 32). ONNX Runtime's dynamic int8
+takes one range over the whole input tensor, padding included, so there the
+same text scores differently alone and batched.
 
-    x @ W + b = (x - min(x)) @ W + (b + min(x) * column_sums(W))
+The matmul is TensorFlow's `QuantizedMatMul` (uint8 x uint8 -> int32), whose
+stock CPU kernel (gemmlowp) is registered in every TensorFlow build, TF
+Serving's included, with oneDNN's graph rewrite on or off. (The fused
+`QuantizedMatMulWithBiasAndDequantize` has only a placeholder kernel that the
+oneDNN rewrite replaces: with the rewrite off, the TensorFlow default on CPUs
+without AVX512-VNNI, AVX512-BF16, AVX-VNNI or AMX, it fails at every request.)
+The weights are stored as uint8 codes with zero point 128; each row is
+shifted to start at zero before it is quantized, and the shift comes back
+through the column sums:
+
+    x[r] @ W = step[r] * (codes[r] @ Wq) * scale + low[r] * (sum_k Wq[k] * scale)
+
+where codes[r] = round((x[r] - low[r]) / step[r]) and Wq = W / scale in int8.
 
 What stays float: embeddings, LayerNorm, attention scores and softmax, the
 pooler and every task head (small next to the block projections).
@@ -39,10 +51,13 @@ import tensorflow as tf
 INT8_LIMIT = 127.0
 # A constant activation (max == min) still needs a positive range.
 _MIN_RANGE = 1e-6
+# uint8 codes run 0..255; the weights' zero point sits in the middle.
+_CODES = 255.0
+_WEIGHT_ZERO_POINT = 128.0
 
 
 class Int8Projection(tf.Module):
-    """`x @ kernel + bias` with an int8 kernel (one scale per output column) and uint8 activations.
+    """`x @ kernel + bias`: int8 kernel (one scale per column), uint8 rows (one range each).
 
     Args:
       kernel: float [K, N] weights.
@@ -57,36 +72,34 @@ class Int8Projection(tf.Module):
             raise ValueError(f"{name}: kernel must be [K, N], got shape {kernel.shape}")
         max_abs = np.abs(kernel).max(axis=0)  # [N]
         scale = (np.where(max_abs > 0, max_abs, 1.0) / INT8_LIMIT).astype(np.float32)  # [N]
-        quantized = np.clip(np.round(kernel / scale), -INT8_LIMIT, INT8_LIMIT).astype(np.int8)
+        quantized = np.clip(np.round(kernel / scale), -INT8_LIMIT, INT8_LIMIT)  # [K, N]
         bias = np.zeros(kernel.shape[1], np.float32) if bias is None else np.asarray(bias)
         with self.name_scope:
-            # int8 variables: TensorFlow cannot save variables of quantized dtypes.
-            self.kernel = tf.Variable(quantized, trainable=False, name="kernel")
-            # The op takes one weight range, so it multiplies in units of one int8 step
-            # (range +-127) and the columns' scales come after; the bias and the column
-            # sums are in those units too.
+            # uint8 codes, zero point 128: the matmul's weight range [-128, 127] makes one
+            # code one int8 step. (TensorFlow cannot save variables of quantized dtypes.)
+            self.kernel = tf.Variable((quantized + _WEIGHT_ZERO_POINT).astype(np.uint8),
+                                      trainable=False, name="kernel")
             self.column_scale = tf.Variable(scale, trainable=False, name="column_scale")
-            self.column_sums = tf.Variable(quantized.astype(np.float32).sum(axis=0),
+            # What one unit of a row's shift adds to each output column.
+            self.column_sums = tf.Variable((quantized.sum(axis=0) * scale).astype(np.float32),
                                            trainable=False, name="column_sums")
-            self.bias = tf.Variable((bias / scale).astype(np.float32), trainable=False,
-                                    name="bias")
+            self.bias = tf.Variable(bias.astype(np.float32), trainable=False, name="bias")
 
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
         """[M, K] float (any float dtype) -> [M, N] float32."""
         inputs = tf.cast(inputs, tf.float32)
-        low = tf.reduce_min(inputs)
-        span = tf.maximum(tf.reduce_max(inputs) - low, _MIN_RANGE)
-        activations = tf.raw_ops.QuantizeV2(
-            input=inputs - low, min_range=0.0, max_range=span, T=tf.quint8, mode="SCALED")
-        bias = self.bias + low * self.column_sums  # [N]: the shift, given back
-        steps = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=activations.output, b=tf.bitcast(self.kernel, tf.qint8), bias=bias,
-            min_a=activations.output_min, max_a=activations.output_max,
-            min_b=-INT8_LIMIT, max_b=INT8_LIMIT,
-            # Unused when the output is dequantized to float32.
-            min_freezed_output=-1.0, max_freezed_output=1.0,
-            Toutput=tf.float32, input_quant_mode="SCALED")
-        return steps * self.column_scale
+        low = tf.reduce_min(inputs, axis=1, keepdims=True)  # [M, 1]
+        span = tf.maximum(tf.reduce_max(inputs, axis=1) - low[:, 0], _MIN_RANGE)  # [M]
+        codes = tf.raw_ops.QuantizeV2(
+            input=inputs - low, min_range=tf.zeros_like(span), max_range=span, T=tf.quint8,
+            mode="SCALED", axis=0, ensure_minimum_range=0.0).output  # [M, K]
+        products = tf.raw_ops.QuantizedMatMul(
+            a=codes, b=tf.bitcast(self.kernel, tf.quint8),
+            min_a=0.0, max_a=_CODES, min_b=-_WEIGHT_ZERO_POINT, max_b=_CODES - _WEIGHT_ZERO_POINT,
+            Toutput=tf.qint32).out  # [M, N], exact integers
+        products = tf.cast(tf.bitcast(products, tf.int32), tf.float32)
+        step = span[:, None] / _CODES  # [M, 1]
+        return step * (products * self.column_scale) + (low * self.column_sums + self.bias)
 
 
 def dense_projection(dense, name: str) -> Int8Projection:
