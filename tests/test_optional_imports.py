@@ -39,3 +39,18 @@ def test_a_missing_package_names_the_pip_command(monkeypatch):
     with pytest.raises(MissingDependencyError, match=r"pip install 'tf-models-official==2.20.0'$"):
         import_optional("official_stand_in", "tf-models-official", "Model Garden interop",
                         "tf-models-official==2.20.0")
+
+
+@pytest.mark.parametrize("absent", ["tf2onnx", "onnx"])
+def test_the_onnx_export_hint_is_a_command_that_pastes(monkeypatch, absent):
+    import shlex
+
+    from bert_tf.export.onnx_export import export_onnx
+
+    monkeypatch.setitem(sys.modules, absent, None)
+    with pytest.raises(MissingDependencyError) as raised:
+        export_onnx(model=None, tokenizer=None, export_base="unused", record=None)
+    command = str(raised.value).split(": ", 1)[1]
+    assert command == "pip install 'bert_tf[onnx]'"
+    # What a shell hands pip: the extra, without stray quotes.
+    assert shlex.split(command) == ["pip", "install", "bert_tf[onnx]"]

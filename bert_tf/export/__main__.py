@@ -5,6 +5,8 @@
 """
 
 import argparse
+import json
+import os
 import sys
 
 from bert_tf import console, path_args
@@ -58,6 +60,7 @@ def main(argv=None):
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return path_args.USAGE_ERROR
+    before = version_kinds(args.export_dir)
     try:
         export = export_onnx_model_dir if args.format == "onnx" else export_model_dir
         path = export(args.model_dir, args.export_dir, args.version, args.max_seq_length,
@@ -66,8 +69,58 @@ def main(argv=None):
     except (OSError, ValueError, MissingDependencyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    note = mixed_versions_note(args.export_dir, before, version_kinds(args.export_dir))
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     print(path)
     return 0
+
+
+def version_kinds(export_dir: str) -> dict[int, str]:
+    """{version: "float32 SavedModel", "int8 ONNX", ...} of the versions under `export_dir`.
+
+    Args:
+      export_dir: a model's export base (`EXPORTS/NAME`).
+    """
+    from bert_tf.export import exporter, onnx_inputs, versions
+
+    kinds = {}
+    for version in versions.existing_versions(export_dir):
+        directory = os.path.join(export_dir, str(version))
+        for metadata_path, format_name in (
+                (os.path.join(directory, "assets.extra", exporter.METADATA_FILE), "SavedModel"),
+                (os.path.join(directory, onnx_inputs.METADATA_FILE), "ONNX")):
+            try:
+                with open(metadata_path, encoding="utf-8") as f:
+                    quantization = json.load(f).get("quantization")
+            except (OSError, ValueError):
+                continue
+            kinds[version] = f"{quantization or 'float32'} {format_name}"
+            break
+    return kinds
+
+
+def mixed_versions_note(export_dir: str, before: dict[int, str],
+                        after: dict[int, str]) -> str | None:
+    """What the new version changes for TF Serving when `export_dir` now mixes kinds, or None.
+
+    TF Serving serves the highest version of a model base: an int8 export written
+    beside a float one silently replaces it on the server.
+
+    Args:
+      export_dir: the export base.
+      before, after: `version_kinds` before and after the export.
+    """
+    new = sorted(set(after) - set(before))
+    if not new or len(set(after.values())) < 2:
+        return None
+    newest = max(after)
+    listed = ", ".join(f"{version} ({kind})" for version, kind in sorted(after.items()))
+    precision, format_name = after[new[-1]].split()
+    suffix = "_".join(word for word in (format_name == "ONNX" and "onnx", precision) if word)
+    return (f"{export_dir} now holds versions {listed}; TF Serving serves the highest, "
+            f"{newest} ({after[newest]}). To serve them side by side, export each kind "
+            f"to its own --export_dir (e.g. {export_dir.rstrip('/')}_{suffix}).")
 
 
 if __name__ == "__main__":

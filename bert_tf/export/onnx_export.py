@@ -28,6 +28,7 @@ import shutil
 
 import tensorflow as tf
 
+from bert_tf import console
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import kinds, versions
 from bert_tf.export.onnx_inputs import INPUT_NAMES, METADATA_FILE, MODEL_FILE, VOCAB_FILE
@@ -38,7 +39,7 @@ from bert_tf.text.segment_packer import SegmentPacker
 from bert_tf.version import __version__
 
 OPSET = 17
-_PIP = "'bert_tf[onnx]'"
+_PIP = "bert_tf[onnx]"
 
 
 def token_ids_function(model, tokenizer, record: TaskRecord) -> tf.types.experimental.Function:
@@ -151,11 +152,13 @@ def export_onnx(model, tokenizer, export_base: str, record: TaskRecord,
         os.makedirs(temporary)
         path = os.path.join(temporary, MODEL_FILE)
         float_path = path if quantization is None else os.path.join(temporary, "float.onnx")
-        tf2onnx.convert.from_function(function, input_signature=specs, opset=OPSET,
-                                      output_path=float_path)
+        with console.third_party_quiet():
+            tf2onnx.convert.from_function(function, input_signature=specs, opset=OPSET,
+                                          output_path=float_path)
+            if quantization == "int8":
+                quantization_module.quantize_dynamic(
+                    float_path, path, weight_type=quantization_module.QuantType.QInt8)
         if quantization == "int8":
-            quantization_module.quantize_dynamic(
-                float_path, path, weight_type=quantization_module.QuantType.QInt8)
             os.remove(float_path)
         shutil.copyfile(tokenizer.vocab_file, os.path.join(temporary, VOCAB_FILE))
         with open(os.path.join(temporary, METADATA_FILE), "w", encoding="utf-8") as f:

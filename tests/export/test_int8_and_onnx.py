@@ -1,6 +1,7 @@
 """The int8 SavedModel export and the ONNX export (fp32 and int8) of a tiny classifier."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -129,17 +130,26 @@ def test_int8_saved_model_serves_in_a_fresh_process_close_to_float(classifier_di
 
 
 def test_onnx_export_matches_the_saved_model_and_says_how_to_tokenize(
-        classifier_dir, saved_exports, tokenizer, tmp_path):
+        classifier_dir, saved_exports, tokenizer, tmp_path, capfd, caplog):
     import onnxruntime as ort
 
     from bert_tf.export.onnx_inputs import check_token_ids, read_metadata
 
     model_dir, _ = classifier_dir
     base = str(tmp_path / "exports")
-    assert export_main(["--model_dir", model_dir, "--export_dir", base + "/onnx",
-                        "--format", "onnx"]) == 0
-    assert export_main(["--model_dir", model_dir, "--export_dir", base + "/onnx_int8",
-                        "--format", "onnx", "--quantize", "int8"]) == 0
+    capfd.readouterr()
+    with caplog.at_level(logging.DEBUG):
+        assert export_main(["--model_dir", model_dir, "--export_dir", base + "/onnx",
+                            "--format", "onnx"]) == 0
+        assert export_main(["--model_dir", model_dir, "--export_dir", base + "/onnx_int8",
+                            "--format", "onnx", "--quantize", "int8"]) == 0
+    # Only our own lines: none of tf2onnx's, ONNX Runtime's or the graph optimiser's.
+    printed = capfd.readouterr()
+    assert printed.err == "", printed.err[-2000:]
+    assert printed.out.split() == [base + "/onnx/1", base + "/onnx_int8/1"]
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2, messages[:5]
+    assert all(message.startswith("exporting the weights of") for message in messages)
     record = TASKS["classifier"]
     feed = _packed(tokenizer, record)
     signature = tf.saved_model.load(saved_exports + "/fp32/1").signatures["serve_token_ids"]
