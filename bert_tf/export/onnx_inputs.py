@@ -53,7 +53,8 @@ def check_token_ids(feed: Mapping[str, np.ndarray], metadata: Mapping) -> None:
     """Raises ValueError naming the first input an ONNX export must not be given.
 
     Checks what the SavedModel's `serve_token_ids` checks: the three inputs
-    present, integer, of the rank the model takes and of one shape; the
+    present, of the model's integer dtype (ONNX Runtime would refuse another
+    without naming the input), of the rank the model takes and of one shape; the
     sequence no longer than the position table; word ids inside the
     vocabulary, type ids inside the type vocabulary, mask values 0 or 1.
 
@@ -69,8 +70,8 @@ def check_token_ids(feed: Mapping[str, np.ndarray], metadata: Mapping) -> None:
     shape = None
     for name in INPUT_NAMES:
         value = np.asarray(feed[name])
-        if not np.issubdtype(value.dtype, np.integer):
-            raise ValueError(f"{name}: expected integers ({inputs['dtype']}), got {value.dtype}")
+        if value.dtype != np.dtype(inputs["dtype"]):
+            raise ValueError(f"{name}: expected {inputs['dtype']} integers, got {value.dtype}")
         if value.ndim != rank:
             raise ValueError(f"{name}: expected rank {rank} {inputs['shape']}, got shape "
                              f"{value.shape}")

@@ -1,11 +1,18 @@
-"""Serves exports from several threads in a process importing only tensorflow and
-tensorflow_text; prints what every request got as JSON.
+"""Serves exports from several threads in a fresh process; prints what every request got as JSON.
 
 Usage: python concurrent_serving.py REQUEST.json
-REQUEST.json: {"exports": {kind: path}, "threads": N, "warmup_rounds": W, "rounds": R,
-               "requests": [{"id": str, "kind": str, "signature": str,
+REQUEST.json: {"runtime": "tensorflow" | "onnxruntime",
+               "exports": {name: path}, "threads": N, "warmup_rounds": W, "rounds": R,
+               "requests": [{"id": str, "export": str, "signature": str,
                              "inputs": {name: {"value": nested list, "dtype": str,
                                                "shape": [int, ...]}}}]}
+
+The tensorflow runtime imports only tensorflow and tensorflow_text (as a model
+server does) and calls the SavedModels' signatures. The onnxruntime runtime
+imports no TensorFlow: one ONNX Runtime session per model, shared by the
+threads, behind the client check of `bert_tf.export.onnx_inputs` (numpy
+only), since an ONNX model refuses nothing itself; its one signature is
+`serve_token_ids`.
 
 Each request is first answered once, single-threaded. Then each of R rounds
 serves one signature of one export after the other: every request to it runs
@@ -26,8 +33,6 @@ import sys
 import threading
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the exports' tokenizer ops)
 
 
 def resident_kib():
@@ -36,15 +41,56 @@ def resident_kib():
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
+def tensorflow_signatures(exports):
+    """{export: {signature: function(numpy inputs) -> {name: numpy array}}}."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the exports' tokenizer ops)
+
+    def call(signature):
+        def run(inputs):
+            outputs = signature(**{name: tf.constant(value) for name, value in inputs.items()})
+            return {name: value.numpy() for name, value in outputs.items()}
+        return run
+
+    return {name: {key: call(signature)
+                   for key, signature in tf.saved_model.load(path).signatures.items()}
+            for name, path in exports.items()}
+
+
+def onnxruntime_signatures(exports):
+    """{export: {"serve_token_ids": function}}: the client check, then one shared session."""
+    import os
+
+    import onnxruntime as ort
+
+    from bert_tf.export.onnx_inputs import MODEL_FILE, check_token_ids, read_metadata
+
+    def call(path):
+        metadata = read_metadata(path)
+        session = ort.InferenceSession(os.path.join(path, MODEL_FILE),
+                                       providers=["CPUExecutionProvider"])
+        names = [output.name for output in session.get_outputs()]
+
+        def run(inputs):
+            check_token_ids(inputs, metadata)
+            return dict(zip(names, session.run(None, inputs), strict=True))
+        return run
+
+    return {name: {"serve_token_ids": call(path)} for name, path in exports.items()}
+
+
+RUNTIMES = {"tensorflow": tensorflow_signatures, "onnxruntime": onnxruntime_signatures}
+
+
 def outcome(function, inputs):
     """The request's answer as one string: a digest of its outputs, or its error."""
     try:
-        outputs = function(**inputs)
+        outputs = function(inputs)
     except Exception as error:  # every error is an answer to compare, not a crash
         return f"{type(error).__name__}: {error}"
     digest = hashlib.sha256()
     for name in sorted(outputs):
-        value = outputs[name].numpy()
+        value = outputs[name]
         digest.update(f"{name} {value.dtype} {value.shape}".encode())
         # String outputs are object arrays: hash their bytes, not their pointers.
         digest.update(repr(value.tolist()).encode() if value.dtype == object
@@ -55,14 +101,13 @@ def outcome(function, inputs):
 def main(path):
     with open(path, encoding="utf-8") as f:
         request = json.load(f)
-    signatures = {kind: tf.saved_model.load(export).signatures
-                  for kind, export in request["exports"].items()}
+    signatures = RUNTIMES[request["runtime"]](request["exports"])
     calls, by_signature = [], {}
     for item in request["requests"]:
-        inputs = {name: tf.constant(np.array(spec["value"], spec["dtype"]).reshape(spec["shape"]))
+        inputs = {name: np.array(spec["value"], spec["dtype"]).reshape(spec["shape"])
                   for name, spec in item["inputs"].items()}
-        by_signature.setdefault((item["kind"], item["signature"]), []).append(len(calls))
-        calls.append((item["id"], signatures[item["kind"]][item["signature"]], inputs))
+        by_signature.setdefault((item["export"], item["signature"]), []).append(len(calls))
+        calls.append((item["id"], signatures[item["export"]][item["signature"]], inputs))
 
     single = {key: outcome(function, inputs) for key, function, inputs in calls}
 

@@ -70,14 +70,14 @@ def saved_exports(classifier_dir, tmp_path_factory):
     return base
 
 
-def _packed(tokenizer, record):
+def _packed(tokenizer, record, segments=PAIRS):
     from bert_tf.export.serving_module import SERVING_PAD_MULTIPLE
     from bert_tf.export.text_inputs import pack_texts
     from bert_tf.text.segment_packer import SegmentPacker
 
     packer = SegmentPacker.from_tokenizer(tokenizer, record.max_seq_length,
                                           pad_to_multiple=SERVING_PAD_MULTIPLE)
-    packed = pack_texts(tokenizer, packer, [tf.constant(PAIRS[0]), tf.constant(PAIRS[1])])
+    packed = pack_texts(tokenizer, packer, [tf.constant(segment) for segment in segments])
     return {"input_word_ids": packed["token_ids"].numpy(),
             "input_mask": packed["padding_mask"].numpy(),
             "input_type_ids": packed["segment_ids"].numpy()}
@@ -178,6 +178,40 @@ def test_onnx_export_matches_the_saved_model_and_says_how_to_tokenize(
     assert metadata["tokenizer"]["special_token_ids"]["[CLS]"] == 101
     assert metadata["quantization"] is None
     assert read_metadata(os.path.join(base, "onnx_int8", "1"))["quantization"] == "int8"
+    _check_the_docs_client(os.path.join(base, "onnx", "1"), tokenizer, record)
+
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "export-and-serving.md")
+
+
+def _check_the_docs_client(export, tokenizer, record):
+    """The docs' ONNX Runtime client, pasted as it is, answers as the ONNX model does."""
+    import re
+
+    import onnxruntime as ort
+
+    with open(DOCS, encoding="utf-8") as f:
+        page = f.read()
+    section = page[page.index("### An ONNX Runtime client"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    texts = json.loads(re.search(r"^texts = (\[.*?\])", code, re.M).group(1))
+    code = code.replace('EXPORT = "exports/sst2_onnx/1"', f"EXPORT = {export!r}")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] and len(lines) == len(texts)
+    # Our tokenizer's ids through the same model: the same labels and probabilities.
+    feed = _packed(tokenizer, record, [texts])
+    session = ort.InferenceSession(os.path.join(export, "model.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    probabilities = session.run(["probabilities"], feed)[0]
+    for line, text, expected in zip(lines, texts, probabilities, strict=True):
+        label, numbers = line.split(" ", 1)
+        assert label == record.label_names[int(expected.argmax())]
+        printed = [float(x) for x in re.findall(r"\d\.\d+", numbers.split("]")[0])]
+        np.testing.assert_allclose(printed, expected, atol=1e-3)
+        assert line.endswith(text)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -192,9 +226,12 @@ def test_onnx_client_check_names_the_bad_input(change, message):
                            "input_word_ids": {"min": 0, "max": 30521},
                            "input_type_ids": {"min": 0, "max": 1},
                            "input_mask": {"min": 0, "max": 1}, "max_sequence_length": 64}}
-    feed = {"input_word_ids": np.full((2, 8), 5), "input_mask": np.ones((2, 8), np.int32),
-            "input_type_ids": np.zeros((2, 8), np.int32)}
+    feed = {"input_word_ids": np.full((2, 8), 5, np.int32),
+            "input_mask": np.ones((2, 8), np.int32), "input_type_ids": np.zeros((2, 8), np.int32)}
     check_token_ids(feed, metadata)
+    # numpy's default integers are int64: ONNX Runtime would refuse them without a name.
+    with pytest.raises(ValueError, match=r"input_word_ids: expected int32 integers, got int64"):
+        check_token_ids({**feed, "input_word_ids": np.full((2, 8), 5)}, metadata)
     with pytest.raises(ValueError, match="input_mask: expected rank 2"):
         check_token_ids({**feed, "input_mask": np.ones(8, np.int32)}, metadata)
     (name, value), = change.items()

@@ -1,7 +1,9 @@
-"""Every export kind served from 8 threads at once, valid and malformed requests mixed.
+"""Every export served from 8 threads at once, valid and malformed requests mixed.
 
 One fresh process (tensorflow and tensorflow_text only, as a model server) loads
-the session's tiny exports with `tf.saved_model.load` and answers every request
+the session's tiny exports of every kind, float32 and int8, with
+`tf.saved_model.load`; another (ONNX Runtime, no TensorFlow) loads the float32
+and int8 ONNX models of a classifier. Each answers every request
 single-threaded first, then from 8 threads over several rounds, the 8 threads
 sharing one signature of one export at a time (`concurrent_serving.py`). Valid
 answers must equal the single-threaded ones exactly: the same request runs the
@@ -122,20 +124,39 @@ def requests_of(kind):
     return result
 
 
-@pytest.fixture(scope="module")
-def served(exports, tmp_path_factory):
-    """(what concurrent_serving.py printed, {request id: expected error or None})."""
+# The ONNX model's refusals: an ONNX model checks nothing, so they come from the client
+# check every request goes through (`bert_tf.export.onnx_inputs.check_token_ids`).
+ONNX_REFUSALS = {
+    "id_out_of_vocab": r"input_word_ids: values must be in \[0, 30521\]",
+    "id_negative": r"input_word_ids: values must be in \[0, 30521\]",
+    "type_id_2": r"input_type_ids: values must be in \[0, 1\]",
+    "mask_shape": r"input_mask: shape \(1, 2\) differs from input_word_ids",
+    "mask_value": r"input_mask: values must be in \[0, 1\]",
+    "too_long": r"input_word_ids: sequence of 65 is longer than",
+    "ids_int64": r"input_word_ids: expected int32 integers, got int64",
+}
+
+
+def onnx_requests():
+    """{id: (signature, inputs, expected error or None)} for the classifier's ONNX models."""
+    requests = {key: value for key, value in requests_of("classifier").items()
+                if value[0] == "serve_token_ids"}
+    return {key: (signature, inputs, ONNX_REFUSALS.get(key) if message else None)
+            for key, (signature, inputs, message) in requests.items()}
+
+
+def _serve(runtime, exports, requests_by_export, directory):
+    """Runs concurrent_serving.py; returns (what it printed, {request id: expected error})."""
     expected, requests = {}, []
-    for kind in exports:
-        for key, (signature, inputs, message) in requests_of(kind).items():
-            request_id = f"{kind}/{key}"
+    for name, export_requests in requests_by_export.items():
+        for key, (signature, inputs, message) in export_requests.items():
+            request_id = f"{name}/{key}"
             expected[request_id] = message
-            requests.append({"id": request_id, "kind": kind, "signature": signature,
+            requests.append({"id": request_id, "export": name, "signature": signature,
                              "inputs": inputs})
-    request = {"exports": {kind: path for kind, (_, _, path) in exports.items()},
-               "threads": THREADS, "warmup_rounds": WARMUP_ROUNDS, "rounds": ROUNDS,
-               "requests": requests}
-    path = tmp_path_factory.mktemp("concurrent") / "request.json"
+    request = {"runtime": runtime, "exports": exports, "threads": THREADS,
+               "warmup_rounds": WARMUP_ROUNDS, "rounds": ROUNDS, "requests": requests}
+    path = directory / "request.json"
     path.write_text(json.dumps(request), encoding="utf-8")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     run = subprocess.run([sys.executable, os.path.join(HERE, "concurrent_serving.py"),
@@ -145,10 +166,40 @@ def served(exports, tmp_path_factory):
     return json.loads(run.stdout.strip().splitlines()[-1]), expected
 
 
+@pytest.fixture(scope="module", params=["saved_model", "onnx"])
+def served(request, exports, tokenizer, tmp_path_factory):
+    """(printed, {request id: expected error or None}): SavedModels float32 and int8, or the
+    classifier's ONNX models float32 and int8."""
+    from bert_tf.export import export_model
+    from bert_tf.export.onnx_export import export_onnx
+
+    directory = tmp_path_factory.mktemp(f"concurrent_{request.param}")
+    if request.param == "onnx":
+        model, record, _ = exports["classifier"]
+        paths = {f"onnx_{precision}": export_onnx(model, tokenizer, str(directory / precision),
+                                                  record, quantization=quantization)
+                 for precision, quantization in (("float32", None), ("int8", "int8"))}
+        return _serve("onnxruntime", paths, {name: onnx_requests() for name in paths},
+                      directory)
+    paths = {kind: path for kind, (_, _, path) in exports.items()}
+    for kind in INT8_KINDS:
+        model, record, _ = exports[kind]
+        paths[f"{kind}@int8"] = export_model(model, tokenizer, str(directory / kind), record,
+                                             quantization="int8")
+    return _serve("tensorflow", paths,
+                  {name: requests_of(name.split("@")[0]) for name in paths}, directory)
+
+
+# int8 exports served beside the float ones: a pair and a single text, spans, tokens.
+INT8_KINDS = ("classifier", "regressor", "span_labeler", "token_classifier")
+
+
 def test_requests_ran_concurrently_on_every_kind(served, exports):
     result, expected = served
     assert result["max_in_flight"] >= THREADS // 2
-    assert {key.split("/")[0] for key in expected} == set(exports)
+    names = {key.split("/")[0] for key in expected}
+    assert names in ({*exports, *(f"{kind}@int8" for kind in INT8_KINDS)},
+                     {"onnx_float32", "onnx_int8"})
     calls = THREADS * (WARMUP_ROUNDS + ROUNDS)
     assert all(sum(counts.values()) == calls for counts in result["concurrent"].values())
 
@@ -156,7 +207,9 @@ def test_requests_ran_concurrently_on_every_kind(served, exports):
 def test_valid_answers_equal_single_threaded_ones(served):
     result, expected = served
     valid = [key for key, message in expected.items() if message is None]
-    assert len(valid) == 7 * len(TASKS)
+    exports = {key.split("/")[0] for key in expected}
+    per_export = 2 if "onnx_int8" in exports else 7
+    assert len(valid) == per_export * len(exports)
     for key in valid:
         single = result["single"][key]
         assert single.startswith("ok "), (key, single[:500])
@@ -173,7 +226,8 @@ def test_malformed_requests_are_refused_with_their_named_errors(served):
         answers = {result["single"][key], *result["concurrent"][key]}
         assert len(answers) == 1, (key, sorted(answers))
         answer = answers.pop()
-        assert answer.startswith("InvalidArgumentError: "), (key, answer[:500])
+        refusal = "ValueError: " if key.startswith("onnx") else "InvalidArgumentError: "
+        assert answer.startswith(refusal), (key, answer[:500])
         assert re.search(message, answer), (key, message, answer[:500])
 
 
