@@ -123,8 +123,7 @@ def test_watched_metrics_equal_evaluating_the_checkpoint_alone(watched, stsb_run
     run, _, _, _, _, _ = watched
     alone = evaluate.evaluate_run(stsb_run, batch_size=5, checkpoint="ckpt-2")
     assert _history(run)[0]["metrics"] == alone
-    # Another checkpoint, another result: --checkpoint chose ckpt-2, not the newest.
-    assert evaluate.evaluate_run(stsb_run, batch_size=5) == _history(run)[1]["metrics"]
+    # The newest checkpoint scores otherwise: ckpt-2 was evaluated, not the newest.
     assert alone != _history(run)[1]["metrics"]
 
 
@@ -259,6 +258,38 @@ def test_a_best_copy_chosen_by_another_metric_is_refused(tmp_path):
         BestCheckpoint(str(tmp_path), "spearman", True)
     with pytest.raises(ValueError, match=r"by 'pearson' \(max\), not by 'pearson' \(min\)"):
         BestCheckpoint(str(tmp_path), "pearson", False)
+
+
+def test_the_bookkeeping_goes_through_gfile():
+    """History, summaries, the checkpoint list and params.yaml on TensorFlow's in-memory
+    filesystem (`ram://`), as they would be on gs://."""
+    run = "ram://watched_run"
+    tf.io.gfile.makedirs(run)
+    with tf.io.gfile.GFile(f"{run}/params.yaml", "w") as f:
+        f.write("task: glue\ntrainer:\n  train_steps: 6\n")
+    with tf.io.gfile.GFile(f"{run}/checkpoint", "w") as f:
+        f.write('model_checkpoint_path: "ckpt-6"\nall_model_checkpoint_paths: "ckpt-4"\n'
+                'all_model_checkpoint_paths: "ckpt-6"\n')
+    assert continuous_eval.final_step(run) == 6
+    assert continuous_eval.run_checkpoints(run) == [(4, f"{run}/ckpt-4"), (6, f"{run}/ckpt-6")]
+    history = continuous_eval.History(run)
+    for step in (4, 6):
+        history.append({"checkpoint": f"ckpt-{step}", "step": step, "metrics": {"f1": step / 10}})
+    assert continuous_eval.History(run).entries == history.entries
+    assert continuous_eval.History(run).steps == {4, 6}
+    continuous_eval.write_summaries(run, 6, "ckpt-6", {"f1": 0.5})
+    (path,) = tf.io.gfile.glob(f"{run}/eval/*.ckpt-6")
+    values = [(event.step, value.tag, float(tf.make_ndarray(value.tensor)))
+              for event in tf.compat.v1.train.summary_iterator(path)
+              for value in event.summary.value]
+    assert values == [(6, "metrics/f1", 0.5)]
+
+
+def test_a_damaged_history_line_is_named(tmp_path):
+    (tmp_path / continuous_eval.HISTORY_FILE).write_text('{"step": 2, "metrics": {}}\n{"step"\n')
+    with pytest.raises(ValueError, match=r"eval_history.jsonl line 2 is not an evaluation "
+                                         r"entry \(a JSON object with 'step' and 'metrics'\)"):
+        continuous_eval.History(str(tmp_path))
 
 
 def test_lower_is_better_only_for_losses_errors_and_perplexities():
