@@ -6,7 +6,7 @@
         [--timeout SECONDS] [--best_metric NAME] [--best_mode auto|max|min] \\
         [--export_best EXPORTS/NAME]
 
-The run's newest checkpoint, or the one --checkpoint names (`ckpt-N`).
+It evaluates the run's newest checkpoint, or the one --checkpoint names (`ckpt-N`).
 
 Without --split / --input_file: the sources the run evaluated on during
 training (GLUE dev, SQuAD's eval_file, CoNLL testa + testb, SWAG's
