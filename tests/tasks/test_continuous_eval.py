@@ -177,8 +177,8 @@ def test_the_best_copy_holds_the_best_checkpoint(watched):
     assert copied.keys() == original.keys() and len(copied) > 10
     for name in copied:
         np.testing.assert_array_equal(copied[name], original[name])
-    for name in (native.METADATA_NAME, native.VOCAB_NAME, "params.yaml"):
-        assert os.path.isfile(os.path.join(run, BEST_DIR, name))
+    # A model directory evaluate reads: the best checkpoint's metrics again.
+    assert evaluate.evaluate_run(os.path.join(run, BEST_DIR), batch_size=5) == best["metrics"]
 
 
 @pytest.mark.slow
