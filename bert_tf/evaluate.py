@@ -1,7 +1,12 @@
 """`python -m bert_tf.evaluate`: a fine-tuned run's official metrics.
 
-    python -m bert_tf.evaluate --model_dir runs/sst2 [--split dev] [--input_file FILE] \\
-        [--output_dir DIR] [--batch_size 64] [--set data.key=value ...]
+    python -m bert_tf.evaluate --model_dir runs/sst2 [--checkpoint ckpt-N] [--split dev] \\
+        [--input_file FILE] [--output_dir DIR] [--batch_size 64] [--set data.key=value ...]
+    python -m bert_tf.evaluate --model_dir runs/sst2 --watch [--poll_seconds 30] \\
+        [--timeout SECONDS] [--best_metric NAME] [--best_mode auto|max|min] \\
+        [--export_best EXPORTS/NAME]
+
+It evaluates the run's newest checkpoint, or the one --checkpoint names (`ckpt-N`).
 
 Without --split / --input_file: the sources the run evaluated on during
 training (GLUE dev, SQuAD's eval_file, CoNLL testa + testb, SWAG's
@@ -12,6 +17,16 @@ prediction and gold label, or the submission file of a test split) and
 `metrics_<source>.json`. Options that cannot work together (a split the task
 lacks or whose file is missing, a test split without --output_dir, ...) are
 refused before the model is loaded.
+
+--watch evaluates beside a training run (Model Garden's continuous_eval):
+every --poll_seconds it looks for new checkpoints and evaluates each, in step
+order, on the run's own evaluation sources; writes the metrics to TensorBoard
+(RUN/eval/, at the checkpoint's step) and to RUN/eval_history.jsonl; keeps
+the best checkpoint by --best_metric in RUN/best/ (a model directory that
+export reads) and, with --export_best, exports each new best as a new
+version. It stops after the run's final checkpoint (trainer.train_steps),
+or after --timeout seconds without a new one. Started again, it skips the
+checkpoints its history lists.
 """
 
 import argparse
@@ -27,6 +42,8 @@ EXPECTED_RUN = "a fine-tuning run's model_dir (params.yaml and ckpt-N files)"
 def add_source_arguments(parser):
     """The options `evaluate` and `predict` share."""
     parser.add_argument("--model_dir", required=True, help="a fine-tuning run's model_dir")
+    parser.add_argument("--checkpoint", default=None, metavar="ckpt-N",
+                        help="the run's checkpoint to use (default: its newest)")
     parser.add_argument("--split", action="append", default=[],
                         help="GLUE split, e.g. dev, test, dev_matched (repeatable)")
     parser.add_argument("--input_file", action="append", default=[],
@@ -66,17 +83,17 @@ def load_task(model_dir, overrides=()):
     return task
 
 
-def restore_model(task, model_dir):
-    """(model, checkpoint prefix): `task`'s model with the run's newest weights."""
-    import tensorflow as tf
-
+def restore_model(task, model_dir, checkpoint=None):
+    """(model, checkpoint prefix): `task`'s model with the weights of the run's newest
+    checkpoint, or of the checkpoint prefix `checkpoint` (see `checkpoint_prefix`)."""
+    from bert_tf import continuous_eval
     from bert_tf.checkpoints import native
-    from bert_tf.training import precision as precision_lib
 
-    # A run's params.yaml holds the policy its trainer resolved; `auto` comes only from --set.
-    experiment = precision_lib.resolve_experiment(task.experiment, tf.distribute.get_strategy())
-    model = task.build_model(dtype=precision_lib.model_dtype(experiment.runtime.mixed_precision))
-    return model, native.restore_weights(model, model_dir)
+    model = continuous_eval.build_model(task)
+    if checkpoint is None:
+        return model, native.restore_weights(model, model_dir)
+    continuous_eval.restore_checkpoint(model, checkpoint)
+    return model, checkpoint
 
 
 def load_run(model_dir, overrides=()):
@@ -88,10 +105,12 @@ def load_run(model_dir, overrides=()):
     return (task, *restore_model(task, model_dir))
 
 
-def evaluate_run(model_dir, sources=None, output_dir=None, batch_size=64, overrides=()):
+def evaluate_run(model_dir, sources=None, output_dir=None, batch_size=64, overrides=(),
+                 checkpoint=None):
     """Metrics `{name: value}` of a fine-tuning run on `sources` (default: its own).
 
-    The sources are checked (`Task.check_sources`) before the model is built.
+    The sources and the checkpoint are checked (`Task.check_sources`,
+    `checkpoint_prefix`) before the model is built.
 
     Args:
       model_dir: the run's directory (`params.yaml` and checkpoints).
@@ -100,16 +119,31 @@ def evaluate_run(model_dir, sources=None, output_dir=None, batch_size=64, overri
       output_dir: when given, prediction files and metrics JSON go there.
       batch_size: examples per model call.
       overrides: `a.b=c` strings applied to the run's `params.yaml`.
+      checkpoint: the run's checkpoint to evaluate (`ckpt-N`); None: its newest.
     """
     task = load_task(model_dir, overrides)
     task.check_sources(list(sources or ()), output_dir)
-    return _evaluate(task, model_dir, sources, output_dir, batch_size)
+    return _evaluate(task, model_dir, sources, output_dir, batch_size,
+                     checkpoint_prefix(model_dir, checkpoint))
 
 
-def _evaluate(task, model_dir, sources, output_dir, batch_size):
+def checkpoint_prefix(model_dir, checkpoint):
+    """The prefix of the run's checkpoint `checkpoint` (`ckpt-N`), or None for None.
+
+    Raises:
+      continuous_eval.CheckpointNotFoundError (a ValueError): listing the run's checkpoints.
+    """
+    if checkpoint is None:
+        return None
+    from bert_tf import continuous_eval
+
+    return continuous_eval.checkpoint_prefix(model_dir, checkpoint)
+
+
+def _evaluate(task, model_dir, sources, output_dir, batch_size, checkpoint=None):
     from bert_tf.training.inference import inference_fn
 
-    model, prefix = restore_model(task, model_dir)
+    model, prefix = restore_model(task, model_dir, checkpoint)
     logging.info("loaded %s", prefix)
     return task.evaluate_model(inference_fn(model), list(sources or ()) or None, output_dir,
                                batch_size)
@@ -179,7 +213,9 @@ def run_and_report(args, output_dir, predicting=False):
         task = load_task(args.model_dir, args.overrides)
         sources = requested_sources(task, args.split, args.input_file, predicting)
         task.check_sources(sources, output_dir)
-        metrics = _evaluate(task, args.model_dir, sources, output_dir, args.batch_size)
+        checkpoint = checkpoint_prefix(args.model_dir, args.checkpoint)
+        metrics = _evaluate(task, args.model_dir, sources, output_dir, args.batch_size,
+                            checkpoint)
     except (config_lib.ConfigError, ValueError, OSError, MissingDependencyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -190,12 +226,110 @@ def run_and_report(args, output_dir, predicting=False):
     return 0
 
 
+DEFAULT_POLL_SECONDS = 30.0
+# The options that only --watch takes (their defaults are None, to tell them given).
+_WATCH_OPTIONS = ("poll_seconds", "timeout", "best_metric", "best_mode", "export_best")
+# What --watch does not take: it evaluates the run's own sources, each checkpoint in turn.
+_NOT_WITH_WATCH = ("checkpoint", "split", "input_file", "output_dir")
+
+
+def add_watch_arguments(parser):
+    """The options of `--watch` (evaluation beside a training run)."""
+    group = parser.add_argument_group("evaluating beside a training run")
+    group.add_argument("--watch", action="store_true",
+                       help="evaluate every new checkpoint of the run as the trainer writes "
+                            "it, until the run's final one")
+    group.add_argument("--poll_seconds", type=float, default=None, metavar="SECONDS",
+                       help=f"how often to look for a new checkpoint (default "
+                            f"{DEFAULT_POLL_SECONDS:g})")
+    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                       help="stop after this long without a new checkpoint (default: wait "
+                            "for the run's final checkpoint)")
+    group.add_argument("--best_metric", default=None, metavar="NAME",
+                       help="keep the best checkpoint by this metric in MODEL_DIR/best "
+                            "(default: the task's main metric, e.g. accuracy, or F1 for "
+                            "MRPC, SQuAD and NER)")
+    group.add_argument("--best_mode", choices=("auto", "max", "min"), default=None,
+                       help="max: higher is better; min: lower is better; auto (default): "
+                            "lower for losses, errors and perplexities, higher otherwise")
+    group.add_argument("--export_best", default=None, metavar="EXPORTS/NAME",
+                       help="export each new best checkpoint there as the next SavedModel "
+                            "version (TF Serving then serves the best so far)")
+
+
+def watch_problem(args):
+    """The one-line error of options that do not fit together with (or without) --watch."""
+    def flag(name):
+        return "--" + name
+
+    if not args.watch:
+        given = [flag(name) for name in _WATCH_OPTIONS if getattr(args, name) is not None]
+        return f"{given[0]} is an option of --watch" if given else None
+    given = [flag(name) for name in _NOT_WITH_WATCH if getattr(args, name)]
+    if given:
+        return (f"{given[0]} does not go with --watch, which evaluates every checkpoint on "
+                "the run's own evaluation sources")
+    for name in ("poll_seconds", "timeout"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            return f"{flag(name)} must be a positive number of seconds, got {value:g}"
+    if args.batch_size < 1:
+        return f"--batch_size must be at least 1, got {args.batch_size}"
+    return None
+
+
+def watch_and_report(args):
+    """Runs `--watch`: evaluates the run's checkpoints as they appear; returns the exit code."""
+    console.setup(args.verbose)
+    from bert_tf import config as config_lib
+    from bert_tf import continuous_eval
+    from bert_tf.optional_imports import MissingDependencyError
+
+    poll = args.poll_seconds or DEFAULT_POLL_SECONDS
+    try:
+        if not continuous_eval.wait_for_run(args.model_dir, poll, args.timeout):
+            raise FileNotFoundError(f"no training run started in {args.model_dir} within "
+                                    f"--timeout {args.timeout:g} s (no params.yaml)")
+        task = load_task(args.model_dir, args.overrides)
+        watcher = continuous_eval.Watcher(
+            task, args.model_dir, batch_size=args.batch_size, poll_seconds=poll,
+            timeout_seconds=args.timeout, best_metric=args.best_metric,
+            best_mode=args.best_mode or "auto", export_dir=args.export_best)
+        result = watcher.run()
+    except (config_lib.ConfigError, ValueError, OSError, MissingDependencyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted; run the same command to go on (the checkpoints in "
+              f"{continuous_eval.HISTORY_FILE} are not evaluated again)", file=sys.stderr)
+        return 130
+    if result.complete:
+        print("evaluated up to the run's final checkpoint "
+              f"(step {continuous_eval.final_step(args.model_dir)})")
+    else:
+        print(f"no new checkpoint for {args.timeout:g} s: stopped")
+    best = result.best
+    if best:
+        print(f"best {best['metric']}: {best['value']:.4f} at {best['checkpoint']}, in "
+              f"{watcher.best.directory}" + (f"; exported to {best['export']}"
+                                             if best.get("export") else ""))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.evaluate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_arguments(parser)
     parser.add_argument("--output_dir", default=None, help="also write predictions here")
+    add_watch_arguments(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    problem = watch_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return path_args.USAGE_ERROR
+    if args.watch:
+        # The run may not have started yet: its directory is waited for, not checked.
+        return watch_and_report(args)
     return run_and_report(args, args.output_dir)
 
 

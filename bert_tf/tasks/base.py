@@ -384,3 +384,18 @@ class Task(abc.ABC):
           (SQuAD's EM and F1), so a report can put every task on one scale.
         """
         return False
+
+    def higher_is_better(self, metric: str) -> bool:
+        """Whether a larger value of `metric` means a better model (model selection).
+
+        Args:
+          metric: a key of `evaluate_model`'s result, possibly prefixed by its
+            source (`eng.testa/f1`).
+
+        Returns:
+          False for losses, errors and perplexities (by name); True for the
+          rest, which covers every official score of the built-in tasks.
+        """
+        name = metric.rsplit("/", 1)[-1]
+        lower_is_better = ("loss", "error", "perplexity")
+        return not any(name == word or name.endswith("_" + word) for word in lower_is_better)
