@@ -36,6 +36,15 @@ its settings changed):
 - `finetuned`: SST-2 and MRPC dev accuracy and STS-B dev Pearson of models
   fine-tuned from the benchmark's model, through each of the four exports
   (`serving_quality`).
+- `batch_mates`: does a sentence's answer depend on the batch it came in?
+  `--batch_mates_sentences` SST-2 dev sentences, each alone and as the first
+  row of a batch of 32 with the longest dev sentences; per variant, the
+  largest change of its pooled output, beside how far the variant is from
+  the float32 export on the same sentences alone.
+- `onednn_flipped`: the speed parts again for the two SavedModels (float32 and
+  int8) in a second process with oneDNN's graph rewrite set the other way
+  (`TF_ENABLE_ONEDNN_OPTS`; the machine's default is recorded with every
+  part), so one run reports the int8 export with the rewrite on and off.
 
 `--experiments` adds contenders to the speed parts (not export formats):
 `export_ids_frozen`, `serve_token_ids` with its variables turned into
@@ -68,6 +77,10 @@ from research.benchmarks import machine  # noqa: E402
 
 BASELINE = "export_ids"
 CONTENDERS = ("export_text", "export_ids", "export_int8", "ort_fp32", "ort_int8")
+# What the second process of `onednn_flipped` times: the two that TensorFlow runs.
+FLIPPED_CONTENDERS = ("export_ids", "export_int8")
+# `batch_mates`: the batch each sentence is also asked in.
+BATCH_MATES_BATCH = 32
 # Experiments, timed only on request (`--experiments`).
 EXPERIMENTS = ("export_ids_frozen", "model_xla")
 QUALITY_VARIANTS = ("export_ids", "export_int8", "ort_fp32", "ort_int8")
@@ -80,10 +93,12 @@ PROFILES = {
     # The real checkpoint and enough rounds for medians; the packaged fine-tuning
     # recipes (SST-2 one epoch of its 67k sentences instead of three).
     "full": {"model": "minilm", "rounds": 8, "sentences_per_round": 256, "stsb_pairs": 0,
+             "batch_mates_sentences": 64,
              "finetune_tasks": ("sst2", "mrpc", "stsb"), "finetune_dev_limit": 0,
              "finetune_overrides": {"sst2": ["trainer.train_epochs=1"]}},
     # Machinery only: a random BERT-tiny, a few sentences and steps; minutes.
     "ci": {"model": "bert_tiny", "rounds": 2, "sentences_per_round": 8, "stsb_pairs": 16,
+           "batch_mates_sentences": 4,
            "finetune_tasks": ("mrpc", "stsb"), "finetune_dev_limit": 32,
            "finetune_overrides": {task: ["trainer.train_steps=2", "trainer.steps_per_loop=1"]
                                   for task in ("mrpc", "stsb")}},
@@ -118,6 +133,14 @@ def build_parser():
     parser.add_argument("--experiments", default="",
                         help="extra contenders, comma-separated: export_ids_frozen, model_xla "
                              "(`serve_token_ids` with its variables turned into constants)")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help="comma-separated contenders of the speed parts "
+                             f"(default: all; {BASELINE} always)")
+    parser.add_argument("--models_dir", default=None,
+                        help="where the model and its exports are kept (default: "
+                             "OUTPUT_DIR/models)")
+    parser.add_argument("--batch_mates_sentences", type=int, default=None,
+                        help="sentences of the batch_mates part (default: the profile's)")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--model", default=None,
                         help="'minilm' (the real checkpoint) or a bert_tf preset with random "
@@ -143,7 +166,8 @@ def part_names(args):
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     if not sizes or min(sizes) < 1:
         raise ValueError(f"--batch_sizes {args.batch_sizes!r}: expected positive integers")
-    known = [f"batch_{b}" for b in sizes] + ["tokenize", "quality", "finetuned"]
+    known = [f"batch_{b}" for b in sizes] + ["tokenize", "quality", "batch_mates",
+                                              "onednn_flipped", "finetuned"]
     if not args.parts:
         return known
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -207,7 +231,7 @@ def export_all(model_dir, directory, max_seq_length, log):
 
 def prepare_models(args, log):
     """The model directory and its exports in DIR/models, made once (missing files only)."""
-    directory = os.path.join(args.output_dir, "models")
+    directory = args.models_dir or os.path.join(args.output_dir, "models")
     settings_path = os.path.join(directory, "settings.json")
     settings = model_settings(args)
     if os.path.exists(settings_path):
@@ -325,6 +349,16 @@ def sst2_sentences(count):
 # --- contenders ---------------------------------------------------------------
 
 
+def contender_names(args):
+    """The `--contenders` of the speed parts, checked (the baseline always among them)."""
+    names = [n.strip() for n in args.contenders.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONTENDERS]
+    if unknown or BASELINE not in names:
+        raise ValueError(f"--contenders {args.contenders!r}: expected some of "
+                         f"{list(CONTENDERS)}, {BASELINE} included")
+    return names
+
+
 def experiments(args):
     """The `--experiments` contenders, checked."""
     names = [n.strip() for n in args.experiments.split(",") if n.strip()]
@@ -335,10 +369,11 @@ def experiments(args):
     return names
 
 
-def load_contenders(models, threads, spinning=True, extra=()):
+def load_contenders(models, threads, spinning=True, extra=(), names=CONTENDERS):
     """{name: function(Batch) -> (pooled_output, sequence_output) numpy arrays}.
 
-    `extra`: names from `EXPERIMENTS`, added after the ONNX Runtime contenders.
+    `extra`: names from `EXPERIMENTS`, added after the ONNX Runtime contenders;
+    `names`: which of `CONTENDERS` to load.
     """
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the export's text ops)
@@ -359,9 +394,13 @@ def load_contenders(models, threads, spinning=True, extra=()):
                   "export_ids": lambda b: tf_outputs(ids_fn(**b.ids)),
                   "export_int8": lambda b: tf_outputs(int8_fn(**b.ids), int8)}
     for name, path in models.onnx.items():
+        if name not in names:
+            continue
         session = onnx_models.ort_session(path, threads, spinning)
         contenders[name] = (
             lambda b, s=session: tuple(s.run(list(onnx_models.OUTPUT_NAMES), b.feed)))
+    contenders = {name: function for name, function in contenders.items()
+                  if name in names}
     if "export_ids_frozen" in extra:
         contenders["export_ids_frozen"] = _frozen(ids_fn)
     if "model_xla" in extra:
@@ -486,7 +525,8 @@ class Loaded:
     @functools.cached_property
     def contenders(self):
         return load_contenders(self.models, self.args.ort_threads,
-                               self.args.ort_spinning == "on", experiments(self.args))
+                               self.args.ort_spinning == "on", experiments(self.args),
+                               contender_names(self.args))
 
 
 def part_speed(args, loaded, batch_size, log):
@@ -606,7 +646,76 @@ def part_quality(args, loaded, log):
     return results
 
 
+def part_batch_mates(args, loaded, log):
+    """Each sentence alone and as row 0 of a batch with long neighbours, per variant."""
+    import numpy as np
+
+    texts = sst2_sentences(0)
+    neighbours = sorted(texts, key=len, reverse=True)[:BATCH_MATES_BATCH - 1]
+    sentences = texts[:args.batch_mates_sentences]
+    alone = make_batches(sentences, 1, loaded.features)
+    batched = [make_batches([text] + neighbours, BATCH_MATES_BATCH, loaded.features)[0]
+               for text in sentences]
+    functions = loaded.contenders
+    pooled = {}
+    for name in QUALITY_VARIANTS:
+        pooled[name] = (np.concatenate([functions[name](batch)[0] for batch in alone]),
+                        np.stack([functions[name](batch)[0][0] for batch in batched]))
+    results = {"sentences": len(sentences), "batch_size": BATCH_MATES_BATCH,
+               "mean_padded_length_alone": statistics.mean(
+                   int(b.feed["input_word_ids"].shape[1]) for b in alone),
+               "padded_length_batched": int(batched[0].feed["input_word_ids"].shape[1]),
+               "variants": {}}
+    for name, (by_itself, in_batch) in pooled.items():
+        results["variants"][name] = {
+            "alone_vs_batched_max_abs_diff": float(np.max(np.abs(by_itself - in_batch))),
+            "vs_float_alone_max_abs_diff": float(np.max(np.abs(by_itself - pooled[BASELINE][0])))}
+        log(f"    {name}: alone vs batched {results['variants'][name]}")
+    return results
+
+
+def part_onednn_flipped(args, log):
+    """The SavedModels' speed parts in a child process with oneDNN's rewrite set the other way."""
+    import subprocess
+
+    rewrite = onednn_rewrite()
+    directory = os.path.join(args.output_dir, "onednn_flipped")
+    sizes = [f"batch_{b.strip()}" for b in args.batch_sizes.split(",") if b.strip()]
+    command = [sys.executable, "-m", "research.bench", "serving_runtimes",
+               "--output_dir", directory, "--profile", args.profile,
+               "--models_dir", args.models_dir or os.path.join(args.output_dir, "models"),
+               "--parts", ",".join(sizes), "--contenders", ",".join(FLIPPED_CONTENDERS),
+               "--batch_sizes", args.batch_sizes, "--rounds", str(args.rounds),
+               "--sentences_per_round", str(args.sentences_per_round),
+               "--max_seq_length", str(args.max_seq_length), "--model", args.model,
+               "--vocab_file", args.vocab_file]
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0" if rewrite else "1"}
+    log(f"    oneDNN's rewrite is {'on' if rewrite else 'off'} here; the second process "
+        f"runs with TF_ENABLE_ONEDNN_OPTS={env['TF_ENABLE_ONEDNN_OPTS']}")
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the oneDNN-flipped process failed: {done.stderr[-2000:]}")
+    with open(os.path.join(directory, "results.json")) as f:
+        child = json.load(f)
+    return {"onednn_rewrite": not rewrite,
+            "parts": {name: {"summary": part["summary"], "batches": part["batches"],
+                             "mean_padded_length": part["mean_padded_length"],
+                             "machine": part["machine"]}
+                      for name, part in child["parts"].items()}}
+
+
+def onednn_rewrite():
+    """Whether this process runs TensorFlow with oneDNN's graph rewrite."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def run_part(name, args, loaded, log):
+    if name == "batch_mates":
+        return part_batch_mates(args, loaded, log)
+    if name == "onednn_flipped":
+        return part_onednn_flipped(args, log)
     if name == "finetuned":
         from research.benchmarks.serving_quality import part_finetuned
 
@@ -625,7 +734,7 @@ def run_part(name, args, loaded, log):
 def part_settings(args):
     """The settings a finished part depends on (a change reruns it)."""
     keys = ("rounds", "sentences_per_round", "stsb_pairs", "ort_threads", "ort_spinning",
-            "batch_sizes", "experiments", *_PROFILE_ONLY)
+            "batch_sizes", "experiments", "contenders", "batch_mates_sentences", *_PROFILE_ONLY)
     settings = {**model_settings(args), **{key: getattr(args, key) for key in keys}}
     # As results.json holds them (tuples become lists), so a rerun compares equal.
     return json.loads(json.dumps(settings))
@@ -638,6 +747,7 @@ def run(args, log=print):
     resolve(args)
     parts = part_names(args)
     experiments(args)
+    contender_names(args)
     os.makedirs(args.output_dir, exist_ok=True)
     path = os.path.join(args.output_dir, "results.json")
     results = {"parts": {}}
@@ -681,6 +791,7 @@ def _machine(load_before):
     described = machine.describe()
     load_after = described.pop("load_average")
     return {**described, "load_average_before": load_before, "load_average_after": load_after,
+            "onednn_rewrite": onednn_rewrite(),
             "versions": {"tensorflow": tf.__version__, **onnx_models.versions()}}
 
 

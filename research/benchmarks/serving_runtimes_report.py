@@ -28,22 +28,43 @@ def speed_parts(results):
     return dict(sorted(parts.items()))
 
 
-def _speed_lines(parts, busy):
+def _ort_ratios(summary, name):
+    """"a / b" of `name`'s rate to ONNX Runtime fp32 and int8 (each a median of per-round
+    ratios, through `serve_token_ids`), or "-" without them."""
+    cells = []
+    for peer in ("ort_fp32", "ort_int8"):
+        if peer not in summary:
+            cells.append("-")
+            continue
+        ratio = summary[name]["ratio_to_export_ids"] / summary[peer]["ratio_to_export_ids"]
+        cells.append(f"{ratio:.2f}x")
+    return " / ".join(cells)
+
+
+def _speed_lines(parts, busy, flipped=None):
     sizes = list(parts)
     header = "| contender | " + " | ".join(
-        f"batch {b}: sentences/s | ratio | p50 ms" for b in sizes) + " | pooled max abs diff |"
-    lines = ["## Speed", "", header, "|---|" + "---|---|---|" * len(sizes) + "---|"]
+        f"batch {b}: sentences/s | ratio | to ORT fp32 / int8 | p50 ms" for b in sizes
+    ) + " | pooled max abs diff |"
+    lines = ["## Speed", "", header, "|---|" + "---|---|---|---|" * len(sizes) + "---|"]
     names = list(next(iter(parts.values()))["summary"])
+    rewrite = next(iter(parts.values()))["machine"].get("onednn_rewrite")
     for name in names:
         cells = []
         for size in sizes:
-            s = parts[size]["summary"][name]
+            summary = parts[size]["summary"]
+            s = summary[name]
             cells.append(f"{s['sentences_per_s']:,.0f} | {s['ratio_to_export_ids']:.2f}x | "
-                         f"{s['p50_ms']:.2f}")
+                         f"{_ort_ratios(summary, name)} | {s['p50_ms']:.2f}")
         diff = max(parts[size]["summary"][name]["pooled_max_abs_diff"] for size in sizes)
-        lines.append(f"| {NAMES[name]} | " + " | ".join(cells) + f" | {diff:.1e} |")
-    lines += ["", "Ratios: to `serve_token_ids`, medians of per-round ratios. Pooled max abs "
-              "diff: against `serve_token_ids` on the same batches.", ""]
+        label = NAMES[name]
+        if rewrite is not None and name.startswith("export"):
+            label += f", oneDNN rewrite {'on' if rewrite else 'off'}"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {diff:.1e} |")
+    lines += _flipped_rows(parts, flipped)
+    lines += ["", "Ratios: to `serve_token_ids`, medians of per-round ratios; to ONNX Runtime "
+              "through them. Pooled max abs diff: against `serve_token_ids` on the same "
+              "batches.", ""]
     for size, part in parts.items():
         settings = part["settings"]
         spinning = settings.get("ort_spinning", "on")
@@ -59,6 +80,47 @@ def _speed_lines(parts, busy):
             verdict = "not judged on a busy machine"
         lines += ["", f"Batch 1, `serve_token_ids` / ONNX Runtime fp32: {ratio:.2f}x "
                   f"(target {_target()}x: {verdict})."]
+    return lines + [""]
+
+
+def _flipped_rows(parts, flipped):
+    """Rows of the SavedModels timed in the second process (`onednn_flipped`)."""
+    if not flipped:
+        return []
+    rows = []
+    rewrite = "on" if flipped["onednn_rewrite"] else "off"
+    sizes = [size for size in parts if f"batch_{size}" in flipped["parts"]]
+    if sizes != list(parts):
+        return []
+    for name in next(iter(flipped["parts"].values()))["summary"]:
+        cells = []
+        for size in sizes:
+            summary = flipped["parts"][f"batch_{size}"]["summary"]
+            s = summary[name]
+            # Against ONNX Runtime of the first process: same machine, same batches, minutes
+            # apart (the rates' ratio, not per-round).
+            peers = parts[size]["summary"]
+            ort = " / ".join(
+                f"{s['sentences_per_s'] / peers[peer]['sentences_per_s']:.2f}x"
+                if peer in peers else "-" for peer in ("ort_fp32", "ort_int8"))
+            cells.append(f"{s['sentences_per_s']:,.0f} | {s['ratio_to_export_ids']:.2f}x | "
+                         f"{ort} | {s['p50_ms']:.2f}")
+        rows.append(f"| {NAMES[name]}, oneDNN rewrite {rewrite} (second process) | "
+                    + " | ".join(cells) + " | - |")
+    return rows
+
+
+def _batch_mates_lines(part):
+    lines = ["## Batch-mates", "",
+             f"{part['sentences']} SST-2 dev sentences, each alone (mean padded length "
+             f"{part['mean_padded_length_alone']:.1f}) and as the first row of a batch of "
+             f"{part['batch_size']} with the longest dev sentences (padded length "
+             f"{part['padded_length_batched']}): the largest change of its pooled output, "
+             "beside how far the variant is from the float32 export (alone).", "",
+             "| variant | alone vs batched | vs float32 export |", "|---|---|---|"]
+    for name, values in part["variants"].items():
+        lines.append(f"| {NAMES[name]} | {values['alone_vs_batched_max_abs_diff']:.1e} | "
+                     f"{values['vs_float_alone_max_abs_diff']:.1e} |")
     return lines + [""]
 
 
@@ -135,11 +197,13 @@ def write_report(results, output_dir):
                   "unreliable (ONNX Runtime's spinning threads suffer most); rerun on an "
                   "otherwise idle machine. Agreement and quality figures are unaffected.", ""]
     if speed:
-        lines += _speed_lines(speed, busy)
+        lines += _speed_lines(speed, busy, parts.get("onednn_flipped"))
     if "tokenize" in parts:
         lines += _tokenize_lines(parts["tokenize"])
     if "quality" in parts:
         lines += _quality_lines(parts["quality"])
+    if "batch_mates" in parts:
+        lines += _batch_mates_lines(parts["batch_mates"])
     if "finetuned" in parts:
         lines += _finetuned_lines(parts["finetuned"])
     lines += _machine_lines(parts)
@@ -156,7 +220,8 @@ def busy_parts(parts):
     for name, part in parts.items():
         machine = part["machine"]
         load = max(machine["load_average_before"], machine["load_average_after"])
-        if name not in ("quality", "finetuned") and load > BUSY_LOAD * machine["cpus"]:
+        if (name not in ("quality", "finetuned", "batch_mates")
+                and load > BUSY_LOAD * machine["cpus"]):
             busy.append(name)
     return busy
 
@@ -165,7 +230,9 @@ def _machine_lines(parts):
     lines = ["## Machine", ""]
     for name, part in parts.items():
         machine = part["machine"]
-        lines.append(f"- {name}: {machine['cpus']} x {machine['cpu']}, load average "
+        rewrite = machine.get("onednn_rewrite")
+        setting = "" if rewrite is None else f", oneDNN rewrite {'on' if rewrite else 'off'}"
+        lines.append(f"- {name}: {machine['cpus']} x {machine['cpu']}{setting}, load average "
                      f"{machine['load_average_before']:.1f} before, "
                      f"{machine['load_average_after']:.1f} after, {part['wall_seconds']:.0f} s.")
     if parts:

@@ -42,7 +42,8 @@ def bench(tmp_path_factory):
 def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
     args, results = bench
     parts = results["parts"]
-    assert list(parts) == ["batch_1", "batch_32", "tokenize", "quality", "finetuned"]
+    assert list(parts) == ["batch_1", "batch_32", "tokenize", "quality", "batch_mates",
+                           "onednn_flipped", "finetuned"]
     for name in ("batch_1", "batch_32"):
         summary = parts[name]["summary"]
         assert list(summary) == [*serving_runtimes.CONTENDERS, "export_ids_frozen", "model_xla"]
@@ -77,6 +78,27 @@ def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
         variants["export_ids"]["stsb_spearman"], abs=0.01)
     assert -100 <= variants["ort_int8"]["stsb_spearman"] <= 100
 
+    mates = parts["batch_mates"]
+    assert mates["sentences"] == 4 and mates["batch_size"] == 32
+    assert mates["padded_length_batched"] > mates["mean_padded_length_alone"]
+    assert list(mates["variants"]) == list(serving_runtimes.QUALITY_VARIANTS)
+    int8 = mates["variants"]["export_int8"]
+    # Per-token ranges: the batch a sentence came in does not move its int8 answer.
+    assert 0 < int8["vs_float_alone_max_abs_diff"]
+    assert int8["alone_vs_batched_max_abs_diff"] < int8["vs_float_alone_max_abs_diff"] / 10
+    assert mates["variants"]["export_ids"]["vs_float_alone_max_abs_diff"] == 0
+
+    flipped = parts["onednn_flipped"]
+    rewrite = parts["batch_1"]["machine"]["onednn_rewrite"]
+    assert flipped["onednn_rewrite"] is (not rewrite)
+    assert list(flipped["parts"]) == ["batch_1", "batch_32"]
+    for part in flipped["parts"].values():
+        assert part["machine"]["onednn_rewrite"] is (not rewrite)
+        assert list(part["summary"]) == list(serving_runtimes.FLIPPED_CONTENDERS)
+        # The int8 export answers with the rewrite either way, close to float.
+        assert 0 < part["summary"]["export_int8"]["pooled_max_abs_diff"] < 0.2
+        assert part["summary"]["export_int8"]["sentences_per_s"] > 0
+
     tasks = parts["finetuned"]["tasks"]
     assert list(tasks) == ["mrpc", "stsb"]
     for task, entry in tasks.items():
@@ -93,15 +115,20 @@ def test_every_contender_is_timed_on_the_same_ids_and_agrees(bench):
 def test_the_report_plot_and_a_rerun(bench):
     args, results = bench
     report = open(os.path.join(args.output_dir, "report.md")).read()
+    rewrite = "on" if results["parts"]["batch_1"]["machine"]["onednn_rewrite"] else "off"
+    flipped = "off" if rewrite == "on" else "on"
     for text in ("## Speed", "## Tokenization alone", "## Quality", "## Fine-tuned task quality",
-                 "| bert_tf int8 export (`--quantize int8`), `serve_token_ids` | ",
+                 "## Batch-mates", f"oneDNN rewrite {flipped} (second process) |",
+                 "| bert_tf int8 export (`--quantize int8`), `serve_token_ids`, "
+                 f"oneDNN rewrite {rewrite} | ",
                  "`serve_token_ids` / ONNX Runtime fp32", "onnxruntime"):
         assert text in report
     assert os.path.getsize(os.path.join(args.output_dir, "speed.png")) > 0
     messages = []
     assert serving_runtimes.run(args, log=messages.append) == results
     assert messages == [f"== {name}: done (in {args.output_dir}/results.json)"
-                        for name in ("batch_1", "batch_32", "tokenize", "quality", "finetuned")]
+                        for name in ("batch_1", "batch_32", "tokenize", "quality", "batch_mates",
+                                     "onednn_flipped", "finetuned")]
     with open(os.path.join(args.output_dir, "results.json")) as f:
         assert json.load(f) == results
 
@@ -110,6 +137,12 @@ def test_an_unknown_part_is_refused_naming_it(tmp_path, capsys):
     code = serving_runtimes.main(["--output_dir", str(tmp_path), "--parts", "batch_8"])
     assert code == 2
     assert "--parts: unknown ['batch_8']" in capsys.readouterr().err
+
+
+def test_contenders_without_the_baseline_are_refused(tmp_path, capsys):
+    code = serving_runtimes.main(["--output_dir", str(tmp_path), "--contenders", "ort_fp32"])
+    assert code == 2
+    assert "--contenders 'ort_fp32': expected some of" in capsys.readouterr().err
 
 
 def test_an_unknown_experiment_is_refused_naming_it(tmp_path, capsys):
