@@ -17,6 +17,11 @@ request meant for another Google service fails instead of leaving the machine. I
 mends two framings of TensorFlow's libcurl that Google's front end accepts and Go's
 HTTP server (fake-gcs-server) rejects with 501: `Transfer-Encoding: identity` on POSTs,
 and `Content-Length` sent beside `Transfer-Encoding: chunked` on uploads.
+
+TensorFlow reads its `GCS_*` settings once, when it is imported, so a test process keeps
+the default retries: a request that keeps failing is retried 10 times (about three
+minutes) before the test sees the error. A child process can be given
+`GCS_RETRY_CONFIG_MAX_RETRIES` with the rest of `environment`.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 GOOGLE_APIS_HOSTS = ("www.googleapis.com", "storage.googleapis.com")
@@ -132,7 +138,7 @@ class GoogleApisProxy:
                 await writer.drain()
                 await writer.start_tls(self.tls_context)
                 head = None
-            elif target.split("/")[2:3] not in ([host] for host in GOOGLE_APIS_HOSTS):
+            elif urllib.parse.urlsplit(target).hostname not in GOOGLE_APIS_HOSTS:
                 return await self._refuse(writer, method, target)
             emulator_reader, emulator_writer = await asyncio.open_connection(
                 "127.0.0.1", self.emulator_port)
