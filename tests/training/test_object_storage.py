@@ -1,0 +1,120 @@
+"""TensorFlow's own `gs://` filesystem against a local Google Cloud Storage emulator.
+
+Every request takes the path it takes on Google Cloud: TensorFlow's libcurl, TLS, the
+JSON and upload APIs on www.googleapis.com, reads from storage.googleapis.com. Only the
+far end differs: fake-gcs-server on 127.0.0.1, reached through tests/gcs_emulator.py's
+proxy. A run writes, reads, lists, renames and deletes objects, and saves and restores
+a checkpoint, as a job whose `model_dir` is a bucket does.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.gcs_emulator import GOOGLE_APIS_HOSTS, LocalGcs
+
+# An emulator process and real HTTP round trips: the second test command.
+pytestmark = pytest.mark.long
+
+
+@pytest.fixture(scope="module")
+def local_gcs():
+    with LocalGcs() as gcs:
+        yield gcs
+
+
+@pytest.fixture
+def gcs(local_gcs, monkeypatch):
+    """The bucket, with this process's environment pointed at it for the test."""
+    for name, value in local_gcs.environment.items():
+        monkeypatch.setenv(name, value)
+    yield local_gcs
+    refused = [request for request in local_gcs.requests() if request[0].startswith("REFUSED")]
+    assert not refused, refused
+
+
+def test_gfile_writes_reads_lists_renames_and_deletes_objects(gcs):
+    run = gcs.path("gfile")
+    payload = np.random.default_rng(0).bytes(300_001)
+    tf.io.gfile.makedirs(f"{run}/events")
+    with tf.io.gfile.GFile(f"{run}/weights.bin", "wb") as f:
+        f.write(payload)
+    with tf.io.gfile.GFile(f"{run}/events/log.txt", "w") as f:
+        f.write("step 1\n")
+    with tf.io.gfile.GFile(f"{run}/events/log.txt", "a") as f:
+        f.write("step 2\n")
+
+    assert tf.io.gfile.exists(f"{run}/weights.bin")
+    assert tf.io.gfile.stat(f"{run}/weights.bin").length == len(payload)
+    with tf.io.gfile.GFile(f"{run}/weights.bin", "rb") as f:
+        assert f.read() == payload
+        f.seek(123_456)
+        assert f.read(10) == payload[123_456:123_466]
+    assert tf.io.gfile.GFile(f"{run}/events/log.txt").read() == "step 1\nstep 2\n"
+    assert sorted(tf.io.gfile.listdir(run)) == ["events/", "weights.bin"]
+    assert tf.io.gfile.isdir(f"{run}/events")
+    assert not tf.io.gfile.isdir(f"{run}/weights.bin")
+    assert tf.io.gfile.glob(f"{run}/*.bin") == [f"{run}/weights.bin"]
+
+    tf.io.gfile.rename(f"{run}/weights.bin", f"{run}/weights-final.bin")
+    assert not tf.io.gfile.exists(f"{run}/weights.bin")
+    assert tf.io.gfile.GFile(f"{run}/weights-final.bin", "rb").read() == payload
+    with pytest.raises(tf.errors.NotFoundError):
+        tf.io.gfile.GFile(f"{run}/weights.bin", "rb").read()
+    # makedirs wrote a marker object for each level, as on Google Cloud.
+    assert gcs.object_names() == ["gfile/", "gfile/events/", "gfile/events/log.txt",
+                                  "gfile/weights-final.bin"]
+
+    tf.io.gfile.remove(f"{run}/weights-final.bin")
+    assert gcs.object_names() == ["gfile/", "gfile/events/", "gfile/events/log.txt"]
+    tf.io.gfile.rmtree(run)
+    assert gcs.object_names() == []
+    assert not tf.io.gfile.exists(f"{run}/events/log.txt")
+
+    # The traffic went where it goes on Google Cloud, through both API hosts.
+    hosts = {host for _, host, _ in gcs.requests()}
+    assert hosts == set(GOOGLE_APIS_HOSTS), gcs.requests()
+
+
+def _model_and_optimizer(seed):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    optimizer = keras.optimizers.Adam(1e-2)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def _checkpoint(model, optimizer, step):
+    return tf.train.Checkpoint(model_variables={v.path: v for v in model.variables},
+                               optimizer=optimizer, step=step)
+
+
+def test_checkpoint_manager_saves_prunes_and_restores_on_gs(gcs):
+    model, optimizer = _model_and_optimizer(seed=1)
+    step = tf.Variable(0, dtype=tf.int64)
+    manager = tf.train.CheckpointManager(_checkpoint(model, optimizer, step),
+                                         gcs.path("ckpt"), max_to_keep=2)
+    x = tf.constant(np.random.default_rng(2).normal(size=(8, 4)), tf.float32)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x)))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables),
+                        model.trainable_variables)
+        step.assign_add(1)
+        manager.save(checkpoint_number=int(step))
+
+    assert manager.checkpoints == [gcs.path("ckpt", "ckpt-2"), gcs.path("ckpt", "ckpt-3")]
+    assert tf.train.latest_checkpoint(gcs.path("ckpt")) == gcs.path("ckpt", "ckpt-3")
+    assert not any(name.startswith("ckpt/ckpt-1") for name in gcs.object_names())
+
+    restored, restored_optimizer = _model_and_optimizer(seed=7)
+    restored_step = tf.Variable(0, dtype=tf.int64)
+    assert not np.allclose(restored.variables[0].numpy(), model.variables[0].numpy())
+    _checkpoint(restored, restored_optimizer, restored_step).restore(
+        tf.train.latest_checkpoint(gcs.path("ckpt"))).assert_consumed()
+    assert int(restored_step) == 3
+    assert int(restored_optimizer.iterations) == 3
+    for saved, loaded in zip(model.variables + optimizer.variables,
+                             restored.variables + restored_optimizer.variables):
+        np.testing.assert_array_equal(loaded.numpy(), saved.numpy())
