@@ -130,8 +130,8 @@ def output_mismatches(outputs, declared, batch_size):
                 or any(d not in (-1, got) for d, got in zip(want["shape"], value.shape))):
             problems.append(f"{key}: shape {list(value.shape)}, declared {want['shape']}")
         if value.ndim == 0 or value.shape[0] != batch_size:
-            problems.append(f"{key}: shape {list(value.shape)} has not the request's batch "
-                            f"size {batch_size} first")
+            problems.append(f"{key}: shape {list(value.shape)} does not start with the "
+                            f"request's batch size {batch_size}")
     return problems
 
 

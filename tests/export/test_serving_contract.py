@@ -161,7 +161,7 @@ def test_the_contract_check_finds_each_broken_control(fast_contract):
     assert records[0]["request_errors"] == []
     for loader in LOADERS:
         assert records[0]["runs"][loader]["mismatches"] == [
-            "total: shape [] has not the request's batch size 2 first"]
+            "total: shape [] does not start with the request's batch size 2"]
     assert records[1]["request_errors"] == ["inputs ['y'] != signature inputs ['x']"]
     assert records[2]["request_errors"] == ["x: dtype int32, signature takes float32"]
     assert records[3]["request_errors"] == [
