@@ -20,6 +20,12 @@ Sources (checked for TF Serving 2.20 / tensorflow-text 2.20.1):
 use, not all ~1,900: a new op in an export fails the test until someone adds
 it here; the tests check that every name listed is registered by TensorFlow
 itself (not tensorflow-text, not a Python callback).
+
+This list is the review gate, checked in the exporting process. That each op
+is really there when served is checked apart from it: the export tests'
+serving-contract script looks every op of every export up in the registry of a
+fresh process holding only TensorFlow and tensorflow-text (what the server
+links), with `PYTHON_ONLY_OPS` as the ops that registry has and the server lacks.
 """
 
 TF_TEXT_OPS = frozenset({

@@ -36,11 +36,13 @@ class Exports(Mapping):
     Args:
       tokenizer: the tokenizer every export embeds.
       base: the directory the exports are written under.
+      quantization: None (float) or "int8", as `export_model` takes it.
     """
 
-    def __init__(self, tokenizer, base):
+    def __init__(self, tokenizer, base, quantization=None):
         self._tokenizer = tokenizer
         self._base = base
+        self._quantization = quantization
         self._built = {}
 
     def __getitem__(self, kind):
@@ -51,7 +53,8 @@ class Exports(Mapping):
             # Each kind keeps its own seed whatever order the kinds are built in.
             model = build_model(kind, record, seed=list(TASKS).index(kind))
             self._built[kind] = (model, record, export_model(
-                model, self._tokenizer, str(self._base / kind), record))
+                model, self._tokenizer, str(self._base / kind), record,
+                quantization=self._quantization))
         return self._built[kind]
 
     def __iter__(self):
@@ -65,3 +68,9 @@ class Exports(Mapping):
 def exports(tokenizer, tmp_path_factory):
     """The session's tiny exports (`Exports`), built on first use."""
     return Exports(tokenizer, tmp_path_factory.mktemp("exports"))
+
+
+@pytest.fixture(scope="session")
+def int8_exports(tokenizer, tmp_path_factory):
+    """The same models as `exports`, exported with `quantization="int8"`, built on first use."""
+    return Exports(tokenizer, tmp_path_factory.mktemp("int8_exports"), quantization="int8")

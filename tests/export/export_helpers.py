@@ -1,6 +1,15 @@
-"""Tiny task models and task records shared by the export tests."""
+"""Tiny task models and task records shared by the export tests, and the fresh-process
+serving-contract run."""
+
+import json
+import os
+import subprocess
+import sys
 
 from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.export import op_allowlist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 TASKS = {
     "classifier": TaskRecord(kind="classifier", name="mrpc", max_seq_length=32,
@@ -45,3 +54,28 @@ def build_model(kind, record, seed=0):
     if kind == "pretrainer":
         return models.BertPretrainer(encoder)
     return encoder
+
+
+def run_serving_contract(paths, request_dir, onednn=None, timeout=900):
+    """The JSON summary `serving_contract.py` prints for the SavedModels `paths`, checked in a
+    fresh process that imports only tensorflow, tensorflow_text and the serving protos.
+
+    Args:
+      paths: export version directories.
+      request_dir: a directory for the request file.
+      onednn: None (TensorFlow's default for this CPU), or True / False for
+        TF_ENABLE_ONEDNN_OPTS=1 / 0.
+      timeout: seconds.
+    """
+    request = os.path.join(request_dir, "serving_contract_request.json")
+    with open(request, "w", encoding="utf-8") as f:
+        json.dump({"exports": [str(path) for path in paths],
+                   "python_ops": sorted(op_allowlist.PYTHON_ONLY_OPS)}, f)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+    if onednn is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
+    run = subprocess.run([sys.executable, os.path.join(HERE, "serving_contract.py"), request],
+                         capture_output=True, text=True, env=env, timeout=timeout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])

@@ -1,31 +1,12 @@
 """TF Serving contract: every op of every export (function library included)
-is in the allowlist of ops the TF Serving 2.20 model server links."""
-
-import json
-import os
-import subprocess
-import sys
+is in the allowlist of ops the TF Serving 2.20 model server links (the reviewed list;
+test_serving_contract.py checks the same exports against a fresh process's registry)."""
 
 import pytest
 import tensorflow as tf
 
 from bert_tf.export import graph_ops, op_allowlist
-
-_LIST_OPS = """
-import json, sys
-import tensorflow as tf
-from tensorflow.core.framework import op_def_pb2
-from tensorflow.python.client import pywrap_tf_session
-
-def registered():
-    ops = op_def_pb2.OpList.FromString(
-        pywrap_tf_session.TF_GetBuffer(pywrap_tf_session.TF_GetAllOpList()))
-    return sorted(op.name for op in ops.op)
-
-core = registered()
-import tensorflow_text
-print(json.dumps({"core": core, "with_text": registered()}))
-"""
+from tests.export.export_helpers import run_serving_contract
 
 
 def test_every_export_uses_allowed_ops_only(exports):
@@ -57,14 +38,13 @@ def test_check_fails_on_an_unlisted_op():
 
 
 @pytest.mark.slow
-def test_allowlist_names_real_core_and_text_ops():
-    """CORE_OPS are registered by TensorFlow alone; TF_TEXT_OPS by tensorflow-text."""
-    run = subprocess.run([sys.executable, "-c", _LIST_OPS], capture_output=True, text=True,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    registered = json.loads(run.stdout.strip().splitlines()[-1])
-    core, with_text = set(registered["core"]), set(registered["with_text"])
+def test_allowlist_names_real_core_and_text_ops(tmp_path):
+    """CORE_OPS are registered by TensorFlow alone; TF_TEXT_OPS by tensorflow-text (the
+    registries of the fresh serving-contract process, which checks no export here)."""
+    registry = run_serving_contract([], str(tmp_path))["registry"]
+    core, text = set(registry["core"]), set(registry["text"])
+    assert registry["serving_protos"] == []
     assert op_allowlist.CORE_OPS <= core, sorted(op_allowlist.CORE_OPS - core)
     assert not op_allowlist.CORE_OPS & op_allowlist.PYTHON_ONLY_OPS
-    assert op_allowlist.TF_TEXT_OPS == with_text - core
+    assert op_allowlist.TF_TEXT_OPS == text
     assert op_allowlist.PYTHON_ONLY_OPS <= core  # registered by the Python package
