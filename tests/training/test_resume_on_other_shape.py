@@ -13,13 +13,24 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, run_train, start_workers, train_command, train_env
+from conftest import (
+    REPO,
+    checkpoint_weights,
+    max_weight_difference,
+    run_train,
+    start_workers,
+    train_command,
+    train_env,
+)
 
 from bert_tf.training import cluster_shape
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "restore_probe.py")
 # No evaluation (no held-out data): the tests time training processes only.
 NO_EVAL = {"eval_holdout_every": 0}
+NO_DROPOUT = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
+                          "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+                          "hidden_dropout": 0.0, "attention_dropout": 0.0}}
 FIRST = {"train_steps": 4, "steps_per_loop": 2, "checkpoint_every": 4, "eval_every": 0}
 RESUME = ("--set", "trainer.train_steps=6")
 
@@ -123,3 +134,30 @@ def test_a_run_of_one_process_resumes_on_two_workers(write_config, tmp_path):
     assert recorded_workers(model_dir) == 2
     for worker in ("worker_0", "worker_1"):
         assert os.path.exists(model_dir / "input_state" / worker / "input-6.index")
+
+
+@pytest.mark.long
+def test_global_input_resumed_in_one_process_ends_as_an_uninterrupted_run(write_config,
+                                                                           tmp_path):
+    # With global input every worker reads the single-process batches, so worker 0's input
+    # state is the position of one process too: the resumed run continues the same batches.
+    config = write_config(model=NO_DROPOUT, data=NO_EVAL,
+                          trainer=dict(FIRST, input_distribution="global"))
+    single = subprocess.Popen(train_command(config, tmp_path / "single", *RESUME), cwd=REPO,
+                              env=train_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    model_dir = tmp_path / "run"
+    processes = start_workers(train_command(config, model_dir, "--strategy", "multi_worker"))
+    for process in processes:
+        log = process.communicate(timeout=300)[0]
+        assert process.returncode == 0, log[-3000:]
+
+    resumed = run_train(config, model_dir, *RESUME)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    lines = reshape_lines(resumed.stderr)
+    assert len(lines) == 1 and "the input position carries over" in lines[0], lines
+    log = single.communicate(timeout=300)[0]
+    assert single.returncode == 0, log[-3000:]
+    difference = max_weight_difference(checkpoint_weights(tmp_path / "single"),
+                                       checkpoint_weights(model_dir))
+    assert difference < 1e-5
