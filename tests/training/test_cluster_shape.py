@@ -1,11 +1,16 @@
 """The cluster shape record of checkpoints and the resume plan of another shape (in process)."""
 
+import logging
 import os
 
+import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.training import cluster_shape
+from bert_tf.training.checkpointing import TrainingCheckpoint
 from bert_tf.training.cluster_shape import (
     IN_CHECKPOINT,
     PER_WORKER,
@@ -13,6 +18,8 @@ from bert_tf.training.cluster_shape import (
     SavedShape,
     ShapeError,
 )
+from bert_tf.training.loss_scale import LossScale
+from tests.helpers import TINY
 
 TWO_WORKERS = ClusterShape(num_workers=2, num_replicas=2, global_batch_size=8,
                            input_distribution="per_worker")
@@ -109,3 +116,64 @@ def test_skipping_batches_advances_the_iterator_exactly():
     assert next(iterator).numpy().tolist() == [15, 16, 17]
     cluster_shape.skip_batches(iterator, 0)
     assert next(iterator).numpy().tolist() == [18, 19, 20]
+
+
+def _run_state(model_dir, shape, *, per_worker_input, worker_index=0, seed=0):
+    """A TrainingCheckpoint over a tiny pretrainer, an optimizer and a counting iterator."""
+    keras.utils.set_random_seed(seed)
+    model = BertPretrainer(BertEncoder.from_encoder_config(TINY))
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64)
+    iterator = iter(tf.data.Dataset.range(1000))
+    checkpoint = TrainingCheckpoint(
+        str(model_dir), model=model, optimizer=optimizer, step=step,
+        loss_scale=LossScale(enabled=False), iterator=iterator, max_to_keep=2, shape=shape,
+        chief=worker_index == 0, worker_index=worker_index, per_worker_input=per_worker_input)
+    return checkpoint, model.variables + optimizer.variables, iterator
+
+
+def _train_and_save(checkpoint, variables, iterator, steps):
+    for variable in variables:  # any change the restore must bring back
+        variable.assign(variable + tf.cast(1 + steps, variable.dtype))
+    for _ in range(steps):
+        next(iterator)
+    checkpoint.step.assign(steps)
+    checkpoint.save()
+    return [variable.numpy() for variable in variables]
+
+
+def test_a_checkpoint_of_one_process_restores_exactly_on_two_workers(tmp_path, caplog):
+    written = _run_state(tmp_path, ONE_PROCESS, per_worker_input=False)
+    saved = _train_and_save(*written, steps=3)
+    # Worker 1 of two, two replicas each: two per-replica batches a step.
+    shape = ClusterShape(2, 4, 8, "per_worker")
+    checkpoint, variables, iterator = _run_state(tmp_path, shape, per_worker_input=True,
+                                                 worker_index=1, seed=1)
+    with caplog.at_level(logging.INFO):
+        checkpoint.restore_latest()
+    for before, variable in zip(saved, variables):
+        np.testing.assert_array_equal(variable.numpy(), before, err_msg=variable.path)
+    assert int(checkpoint.step.numpy()) == 3
+    assert int(next(iterator)) == 6  # 3 steps of 2 batches skipped in a fresh pipeline
+    lines = [r.getMessage() for r in caplog.records if "was written by" in r.getMessage()]
+    assert len(lines) == 1 and "skips the 6 batches this shape reads in 3 steps" in lines[0]
+
+
+def test_global_input_of_two_workers_carries_its_position_into_one_process(tmp_path, caplog):
+    two = ClusterShape(2, 2, 8, "global")
+    for worker in (0, 1):  # each worker writes its own input state
+        written = _run_state(tmp_path, two, per_worker_input=True, worker_index=worker)
+        saved = _train_and_save(*written, steps=5)
+    checkpoint, variables, iterator = _run_state(tmp_path, ClusterShape(1, 1, 8, "global"),
+                                                 per_worker_input=False, seed=1)
+    with caplog.at_level(logging.INFO):
+        checkpoint.restore_latest()
+    for before, variable in zip(saved, variables):
+        np.testing.assert_array_equal(variable.numpy(), before, err_msg=variable.path)
+    assert int(next(iterator)) == 5  # restored, not skipped
+    assert cluster_shape.read_saved_shape(checkpoint.latest).shape == two
+    assert any("the input position carries over" in r.getMessage() for r in caplog.records)
+    # Its next checkpoint records the shape it was written with.
+    checkpoint.save()
+    assert cluster_shape.read_saved_shape(checkpoint.latest).shape.num_workers == 1
