@@ -103,7 +103,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     import tensorflow as tf
 
     from bert_tf.optional_imports import MissingDependencyError
-    from bert_tf.training import lost_workers, strategies, trainer
+    from bert_tf.training import cluster_shape, lost_workers, strategies, trainer
 
     runtime = experiment.runtime
     if runtime.logical_cpu_devices > 1:
@@ -131,6 +131,10 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(trainer.LOST_WORKER_EXIT_CODE)
+    except cluster_shape.ShapeError as e:
+        # The batch does not split over this cluster: the command must change.
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except (trainer.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
             FileNotFoundError, RuntimeError, MissingDependencyError) as e:
         logging.debug("training failed", exc_info=True)

@@ -9,6 +9,9 @@ A checkpoint holds
                         `bert_tf.load_encoder(model_dir)` reads a run directly
   loss_scale            the dynamic loss scale
   input                 the training input iterator (tf.data state), single worker
+  cluster_shape         the cluster shape it was written with (`cluster_shape`),
+                        never restored: a run resumed on another shape restores
+                        everything else and re-derives the input position
 
 Model and optimizer variables are listed explicitly: a Keras 3 model given
 to `tf.train.Checkpoint` saves only what the optimizer reaches, and Keras'
@@ -22,6 +25,7 @@ workers must take part in every save (the save is collective) and write
 their copy of the main checkpoint to a scratch directory.
 """
 
+import dataclasses
 import errno
 import glob
 import logging
@@ -33,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import native, readable
+from bert_tf.training import cluster_shape
 
 CHECKPOINT_NAME = "ckpt"
 
@@ -92,21 +97,35 @@ def all_finite(variables):
 
 
 class TrainingCheckpoint:
-    """A `tf.train.CheckpointManager` over the run's state, with a finite check on save."""
+    """A `tf.train.CheckpointManager` over the run's state, with a finite check on save.
+
+    `shape` (a `cluster_shape.ClusterShape`) is recorded in every checkpoint;
+    a checkpoint of another shape restores as `cluster_shape.plan_resume` says.
+    """
 
     def __init__(self, model_dir, *, model, optimizer, step, loss_scale, iterator, max_to_keep,
-                 chief=True, worker_index=0, per_worker_input=False):
+                 shape, chief=True, worker_index=0, per_worker_input=False):
         self.model_dir = model_dir
         self.model = model
         self.step = step
         self.chief = chief
+        self.iterator = iterator
+        self.worker_index = worker_index
+        self.shape = shape
+        # How the last restore took its input position (`cluster_shape.ResumePlan`).
+        self.resume_plan = None
         # Their size estimates what a checkpoint needs on disk.
         self._saved_variables = list(model.variables) + list(optimizer.variables)
-        objects = dict(step=step, model_variables=stable_variable_dict(model.variables),
-                       optimizer_variables=stable_variable_dict(optimizer.variables),
-                       weights=native.weights_dict(model), loss_scale=loss_scale)
+        # What every checkpoint restores, whatever shape wrote it.
+        self._state = dict(step=step, model_variables=stable_variable_dict(model.variables),
+                           optimizer_variables=stable_variable_dict(optimizer.variables),
+                           weights=native.weights_dict(model), loss_scale=loss_scale)
+        objects = dict(self._state)
         if not per_worker_input:
             objects["input"] = iterator
+        layout = cluster_shape.PER_WORKER if per_worker_input else cluster_shape.IN_CHECKPOINT
+        objects["cluster_shape"] = cluster_shape.ShapeRecord(
+            cluster_shape.SavedShape(shape, layout))
         self.checkpoint = tf.train.Checkpoint(**objects)
         self.scratch_dir = None if chief else os.path.join(model_dir, f".worker_{worker_index}")
         self._max_to_keep = max_to_keep
@@ -158,16 +177,53 @@ class TrainingCheckpoint:
             logging.warning("checkpoint %s does not read back (%s)%s; resuming from %s instead",
                             os.path.basename(damage.prefix), damage, where,
                             os.path.basename(latest))
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
-        if self.input_manager is not None:
-            step = int(self.step.numpy())
-            path = os.path.join(self.input_manager.directory, f"input-{step}")
-            if not tf.io.gfile.exists(path + ".index"):
-                raise FileNotFoundError(
-                    f"{latest} is at step {step} but this worker's input state {path} is "
-                    "missing; the input position cannot be restored")
-            self.input_manager.checkpoint.restore(path).assert_existing_objects_matched()
+        # Only the shape decides the input position; the rest restores whatever wrote it.
+        tf.train.Checkpoint(**self._state).restore(
+            latest).assert_existing_objects_matched().expect_partial()
+        step = int(self.step.numpy())
+        saved = self._saved_shape(latest, step)
+        plan = self.resume_plan = cluster_shape.plan_resume(saved, self.shape,
+                                                            self.worker_index, step)
+        if plan.input_from_worker is None:
+            cluster_shape.skip_batches(self.iterator, plan.skip_batches)
+        else:
+            path = self._input_state_path(latest, saved, plan.input_from_worker, step)
+            tf.train.Checkpoint(input=self.iterator).restore(
+                path).assert_existing_objects_matched().expect_partial()
+        if plan.reshaped:
+            logging.warning("%s", plan.describe(os.path.basename(latest), step))
         return latest
+
+    def _saved_shape(self, prefix, step):
+        """The shape `prefix` records; for an older checkpoint without a record, its best guess.
+
+        Such a checkpoint is taken to have this run's batch and replicas per
+        worker; its worker count is read from where its input states are.
+        """
+        saved = cluster_shape.read_saved_shape(prefix)
+        if saved is not None:
+            return saved
+        if cluster_shape.has_input_state(prefix):
+            workers, layout = 1, cluster_shape.IN_CHECKPOINT
+        else:
+            states = glob.glob(os.path.join(glob.escape(self.model_dir), "input_state",
+                                            "worker_*", f"input-{step}.index"))
+            workers, layout = max(len(states), 1), cluster_shape.PER_WORKER
+        replicas_per_worker = max(self.shape.num_replicas // self.shape.num_workers, 1)
+        return cluster_shape.SavedShape(
+            dataclasses.replace(self.shape, num_workers=workers,
+                                num_replicas=workers * replicas_per_worker), layout)
+
+    def _input_state_path(self, prefix, saved, worker, step):
+        """Where checkpoint `prefix` (of `saved` shape) keeps worker `worker`'s input state."""
+        if saved.input_layout == cluster_shape.IN_CHECKPOINT:
+            return prefix
+        path = os.path.join(self.model_dir, "input_state", f"worker_{worker}", f"input-{step}")
+        if not tf.io.gfile.exists(path + ".index"):
+            raise FileNotFoundError(
+                f"{prefix} is at step {step} but the input state {path} of worker {worker} "
+                "is missing; the input position cannot be restored")
+        return path
 
     def set_aside(self, prefix):
         """Moves checkpoint `prefix` to `<prefix>.damaged/`, out of the manager's list.

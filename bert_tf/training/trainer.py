@@ -30,7 +30,7 @@ import yaml
 
 from bert_tf import config as config_lib
 from bert_tf.checkpoints import native, readable
-from bert_tf.training import fixed_shapes, lost_workers, precision, strategies
+from bert_tf.training import cluster_shape, fixed_shapes, lost_workers, precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.heap_release import HeapRelease
 from bert_tf.training.inference import inference_fn
@@ -250,6 +250,11 @@ class Trainer:
 
     def _build(self):
         runtime, config = self.experiment.runtime, self.config
+        # Before anything is built: a batch this cluster cannot split is one error line.
+        shape = cluster_shape.ClusterShape.of(self.strategy, config.global_batch_size,
+                                              config.input_distribution)
+        cluster_shape.check_trainable(shape, config.gradient_accumulation_steps,
+                                      *cluster_shape.newest_saved_shape(self.model_dir))
         policy = runtime.mixed_precision
         logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
         with self.strategy.scope():
@@ -283,7 +288,7 @@ class Trainer:
         self.checkpoint = TrainingCheckpoint(
             self.model_dir, model=self.model, optimizer=self.optimizer, step=self.step,
             loss_scale=self.loss_scale, iterator=self.iterator, max_to_keep=config.max_to_keep,
-            chief=self.chief, worker_index=strategies.worker_id(self.strategy),
+            shape=shape, chief=self.chief, worker_index=strategies.worker_id(self.strategy),
             per_worker_input=self.multi_worker)
 
     def _input_iterator(self, dataset_fn):
@@ -503,6 +508,8 @@ class Trainer:
         if not (restored and error.file and _reads_now(error.file) and self.chief
                 and not self.multi_worker):
             return
+        if self.checkpoint.resume_plan.input_from_worker is None:
+            return  # the input position was re-derived, not restored: nothing replays
         listed = readable.listed_checkpoints(self.model_dir)
         replaying = listed[:listed.index(restored) + 1] if restored in listed else listed[:1]
         for prefix in replaying:

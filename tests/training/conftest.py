@@ -1,5 +1,6 @@
 """Fixtures for trainer tests: a tiny pretraining config on real data, and subprocess runs."""
 
+import json
 import os
 import re
 import subprocess
@@ -95,3 +96,21 @@ def checkpoint_weights(model_dir):
 def max_weight_difference(a, b):
     assert a.keys() == b.keys()
     return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k]))) for k in a)
+
+
+def start_workers(command, count=2):
+    """Starts `command` (a list) as each worker of a `count`-worker cluster on localhost.
+
+    Returns the processes (stdout and stderr together in `stdout`).
+    """
+    from research.benchmarks.lost_worker import free_ports
+
+    workers = [f"localhost:{port}" for port in free_ports(count)]
+    processes = []
+    for index in range(count):
+        tf_config = json.dumps({"cluster": {"worker": workers},
+                                "task": {"type": "worker", "index": index}})
+        processes.append(subprocess.Popen(
+            command, cwd=REPO, env=train_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    return processes
