@@ -338,11 +338,16 @@ def make_batches(texts, batch_size, features):
     return batches
 
 
-def sst2_sentences(count):
-    """The first `count` GLUE SST-2 dev sentences (cycled if there are fewer)."""
+def sst2_dev_sentences():
+    """Every GLUE SST-2 dev sentence, in file order."""
     from bert_tf.data.glue import read_examples
 
-    texts = [e.text_a for e in read_examples("sst2", "dev", shared_data.data_path("glue"))]
+    return [e.text_a for e in read_examples("sst2", "dev", shared_data.data_path("glue"))]
+
+
+def sst2_sentences(count):
+    """The first `count` GLUE SST-2 dev sentences (cycled if there are fewer)."""
+    texts = sst2_dev_sentences()
     return [texts[i % len(texts)] for i in range(count)]
 
 
@@ -650,7 +655,7 @@ def part_batch_mates(args, loaded, log):
     """Each sentence alone and as row 0 of a batch with long neighbours, per variant."""
     import numpy as np
 
-    texts = sst2_sentences(0)
+    texts = sst2_dev_sentences()
     neighbours = sorted(texts, key=len, reverse=True)[:BATCH_MATES_BATCH - 1]
     sentences = texts[:args.batch_mates_sentences]
     alone = make_batches(sentences, 1, loaded.features)

@@ -24,7 +24,7 @@ SHORT = {"export_text": "export text", "export_ids": "export ids", "export_int8"
 def speed_parts(results):
     """{batch size: part} of the finished speed parts, in batch order."""
     parts = {int(name.split("_", 1)[1]): part for name, part in results["parts"].items()
-             if name.startswith("batch_")}
+             if name.startswith("batch_") and name.split("_", 1)[1].isdigit()}
     return dict(sorted(parts.items()))
 
 
