@@ -164,6 +164,8 @@ def open(path: str, mode: str = "r", encoding: str | None = None,  # noqa: A001
         raise ValueError(f"mode {mode!r} is not supported for {path} (expected r, w or a)")
     if kind == "r" and not isfile(path):
         raise FileNotFoundError(f"{path} does not exist")
+    if kind == "w":
+        _clear_for_write(path)
     with _as_os_errors(path):
         raw = _GFileRaw(_gfile().GFile(path, kind + "b"), kind)
     buffered = io.BufferedReader(raw) if kind == "r" else io.BufferedWriter(raw)
@@ -214,17 +216,40 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = None,
             os.remove(partial)
 
 
+# TensorFlow's ram:// (the in-memory stand-in for object storage that tests use) differs
+# from gs:// twice: its `isdir` and `exists` hold for any string prefix of a stored name
+# (`ram://run/ckpt-4` is a directory once `ram://run/ckpt-4.index` exists), so there a
+# directory must be an entry itself or hold a name under `path/`; and opening an existing
+# file for writing appends to it, so it is deleted first.
+_RAM_SCHEMES = ("ram",)
+
+
+def _clear_for_write(path):
+    """Deletes file `path` where writing over it would append to it (ram://)."""
+    if _SCHEME.match(path).group(1) in _RAM_SCHEMES and isfile(path):
+        remove(path)
+
+
+def _phantom_directory(path):
+    """True when only a prefix-matching file system calls `path` a directory."""
+    if _SCHEME.match(path).group(1) not in _RAM_SCHEMES:
+        return False
+    gfile = _gfile()
+    pattern = escape(path.rstrip("/"))
+    return gfile.isdir(path) and not (gfile.glob(pattern) or gfile.glob(pattern + "/*"))
+
+
 def exists(path: str) -> bool:
     """True when a file or directory `path` exists."""
     if _remote(path):
-        return _gfile().exists(path)
+        return _gfile().exists(path) and not _phantom_directory(path)
     return os.path.exists(path)
 
 
 def isdir(path: str) -> bool:
     """True when `path` is a directory (on object storage: a prefix holding objects)."""
     if _remote(path):
-        return _gfile().isdir(path)
+        return _gfile().isdir(path) and not _phantom_directory(path)
     return os.path.isdir(path)
 
 
@@ -244,7 +269,7 @@ def getsize(path: str) -> int:
     return os.path.getsize(path)
 
 
-def makedirs(path: str, exist_ok: bool = True) -> None:
+def makedirs(path: str, exist_ok: bool = False) -> None:
     """Creates directory `path` and its parents (a no-op where directories are implicit)."""
     if _remote(path):
         if not exist_ok and _gfile().exists(path):
@@ -302,6 +327,8 @@ def rename(source: str, destination: str) -> None:
     On object storage this is a copy then a delete.
     """
     if _remote(source) or _remote(destination):
+        if has_scheme(destination):
+            _clear_for_write(destination)
         with _as_os_errors(source):
             _gfile().rename(source, destination, overwrite=True)
         return
@@ -311,6 +338,8 @@ def rename(source: str, destination: str) -> None:
 def copy(source: str, destination: str) -> None:
     """Copies file `source` to `destination`, replacing it (as `shutil.copyfile`)."""
     if _remote(source) or _remote(destination):
+        if has_scheme(destination):
+            _clear_for_write(destination)
         with _as_os_errors(source):
             _gfile().copy(source, destination, overwrite=True)
         return

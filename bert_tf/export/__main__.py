@@ -42,7 +42,8 @@ def build_parser():
 def main(argv=None):
     """Runs the export; returns the process exit code."""
     args = build_parser().parse_args(argv)
-    problem = path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED)
+    problem = (path_args.scheme_problem(("--export_dir", args.export_dir))
+               or path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
