@@ -196,3 +196,15 @@ def test_a_record_of_a_dead_process_on_this_host_is_taken_over(ram_root):
     _write_record(path, host=socket.gethostname(), pid=int(dead.stdout), started=now,
                   heartbeat=now)
     run_lock.RunLock(ram_root).release()
+
+
+def test_a_local_run_directory_keeps_its_flock(tmp_path):
+    from bert_tf.training import run_lock
+
+    holder = f"pid {os.getpid()} on {socket.gethostname()}"
+    lock = run_lock.RunLock(str(tmp_path / "run"))
+    with pytest.raises(run_lock.RunLockedError, match=holder):
+        run_lock.RunLock(str(tmp_path / "run"))
+    lock.release()
+    assert (tmp_path / "run" / ".lock").read_text() == holder  # the last holder stays named
+    run_lock.RunLock(str(tmp_path / "run")).release()
