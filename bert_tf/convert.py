@@ -35,12 +35,13 @@ def parse_args(argv):
                         "(Model Garden checkpoints do not record it)")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
     problem = (path_args.scheme_problem(("--output", args.output),
                                          ("--vocab_file", args.vocab_file))
                or path_args.input_path_problem(args.input, "--input", path_args.CHECKPOINT))
     if problem:
         parser.exit(path_args.USAGE_ERROR, f"error: {problem}\n")
-    console.setup(args.verbose)
     # Checked after parsing, not with `choices=`: the registry imports TensorFlow
     # (seconds), which `--help` must not pay.
     from bert_tf.checkpoints import formats

@@ -166,13 +166,14 @@ def run_and_report(args, output_dir, predicting=False):
     Every option is checked, against the run's task too, before the model
     is built: an impossible combination fails at once with one line.
     """
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
     problem = (path_args.scheme_problem(
         ("--output_dir", output_dir), *(("--input_file", path) for path in args.input_file))
                or path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED_RUN))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
     from bert_tf import config as config_lib
     from bert_tf.optional_imports import MissingDependencyError
 

@@ -28,14 +28,9 @@ import re
 import shutil
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-# What provides each scheme that TensorFlow itself does not register.
-_PROVIDERS = {
-    "s3": "tensorflow-io (pip install tensorflow-io, then `import tensorflow_io`)",
-    "hdfs": "tensorflow-io (pip install tensorflow-io, then `import tensorflow_io`)",
-    "az": "tensorflow-io (pip install tensorflow-io, then `import tensorflow_io`)",
-    "http": "tensorflow-io (pip install tensorflow-io, then `import tensorflow_io`)",
-    "https": "tensorflow-io (pip install tensorflow-io, then `import tensorflow_io`)",
-}
+# Schemes that tensorflow-io registers with TensorFlow when imported (it is tried here).
+_TENSORFLOW_IO_SCHEMES = ("s3", "hdfs", "viewfs", "har", "az", "http", "https")
+_TENSORFLOW_IO = "tensorflow-io (pip install tensorflow-io), which registers it"
 
 
 class UnsupportedFileSystemError(ValueError):
@@ -74,7 +69,8 @@ def check_supported(path: str) -> None:
             registered = _gfile().get_registered_schemes()
     if scheme not in registered:
         known = ", ".join(f"{name}://" for name in sorted(registered) if name)
-        need = _PROVIDERS.get(scheme, "a TensorFlow file-system plugin for it")
+        need = (_TENSORFLOW_IO if scheme in _TENSORFLOW_IO_SCHEMES
+                else "a TensorFlow file-system plugin for it")
         raise UnsupportedFileSystemError(
             f"{path}: TensorFlow has no file system for {scheme}:// in this install "
             f"(it has {known}); install {need}")

@@ -115,13 +115,14 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
     problem = (path_args.scheme_problem(("--config", args.config), ("--model_dir", args.model_dir))
                or path_args.input_path_problem(args.init_checkpoint, "--init_checkpoint",
                                                path_args.CHECKPOINT))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
     from bert_tf import config as config_lib
 
     try:

@@ -43,12 +43,13 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
     problem = (path_args.scheme_problem(("--config", args.config), ("--model_dir", args.model_dir))
                or init_checkpoint_problem(args.init_checkpoint, args.model_dir))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
 
     from bert_tf import config as config_lib
     from bert_tf import tasks

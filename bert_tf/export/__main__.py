@@ -42,12 +42,13 @@ def build_parser():
 def main(argv=None):
     """Runs the export; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
     problem = (path_args.scheme_problem(("--export_dir", args.export_dir))
                or path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
     from bert_tf.export.exporter import check_model_dir, export_model_dir
     from bert_tf.export.onnx_export import export_onnx_model_dir
     from bert_tf.optional_imports import MissingDependencyError
