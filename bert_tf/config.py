@@ -11,6 +11,8 @@ import typing
 
 import yaml
 
+from bert_tf import storage
+
 
 class ConfigError(ValueError):
     """A config file or override does not fit the config's schema."""
@@ -122,7 +124,7 @@ def apply_overrides(config, overrides, source="--set"):
 def load_yaml(path):
     """A YAML file's top-level mapping, read with the safe loader."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with storage.open(path, encoding="utf-8") as f:
             values = yaml.safe_load(f)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"config file not found: {path}") from e
@@ -139,5 +141,5 @@ def load_config(cls, path=None, overrides=()):
 
 def dump_config(config, path):
     """Writes the resolved config as YAML (e.g. `model_dir/params.yaml`)."""
-    with open(path, "w", encoding="utf-8") as f:
+    with storage.open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump(to_dict(config), f, sort_keys=False)

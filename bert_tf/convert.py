@@ -9,10 +9,9 @@ is an error naming the variable with its expected and found shapes.
 
 import argparse
 import json
-import os
 import sys
 
-from bert_tf import console, path_args
+from bert_tf import console, path_args, storage
 
 
 def parse_args(argv):
@@ -36,10 +35,13 @@ def parse_args(argv):
                         "(Model Garden checkpoints do not record it)")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
-    problem = path_args.input_path_problem(args.input, "--input", path_args.CHECKPOINT)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
+    problem = (path_args.scheme_problem(("--output", args.output),
+                                         ("--vocab_file", args.vocab_file))
+               or path_args.input_path_problem(args.input, "--input", path_args.CHECKPOINT))
     if problem:
         parser.exit(path_args.USAGE_ERROR, f"error: {problem}\n")
-    console.setup(args.verbose)
     # Checked after parsing, not with `choices=`: the registry imports TensorFlow
     # (seconds), which `--help` must not pay.
     from bert_tf.checkpoints import formats
@@ -78,9 +80,9 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 1
     report = {
-        "input": os.path.abspath(args.input),
+        "input": storage.abspath(args.input),
         "input_format": result.format,
-        "output": os.path.abspath(args.output),
+        "output": storage.abspath(args.output),
         "output_format": args.target_format,
         "model": type(model).__name__,
         "parameters": int(model.count_params()),

@@ -32,7 +32,7 @@ import shlex
 import sys
 import time
 
-from bert_tf import console
+from bert_tf import console, storage
 
 # Where a clone of the repository documents the studies (they run from a clone, not an install).
 EVIDENCE_DOC = "docs/evidence.md"
@@ -63,19 +63,19 @@ def prepare_corpus(dump, corpus_dir, vocab_size):
     from bert_tf.data import wikipedia
     from bert_tf.text import vocab_builder
 
-    os.makedirs(corpus_dir, exist_ok=True)
+    storage.makedirs(corpus_dir, exist_ok=True)
     text_path = os.path.join(corpus_dir, "wiki.txt")
     vocab_path = os.path.join(corpus_dir, "vocab.txt")
-    if not os.path.exists(text_path):
+    if not storage.exists(text_path):
         stats = wikipedia.convert_dump(dump, text_path + ".tmp", processes=2)
-        os.replace(text_path + ".tmp", text_path)
+        storage.rename(text_path + ".tmp", text_path)
         print(f"corpus: {stats.articles} articles, {stats.sentences} sentences from {dump}")
-    if not os.path.exists(vocab_path):
+    if not storage.exists(vocab_path):
         lines = vocab_builder.iter_lines([text_path])
         counts, _ = vocab_builder.count_words(lines, lower_case=True)
         vocab = vocab_builder.build_vocab(counts, vocab_size)
         vocab_builder.write_vocab(vocab, vocab_path + ".tmp")
-        os.replace(vocab_path + ".tmp", vocab_path)
+        storage.rename(vocab_path + ".tmp", vocab_path)
         print(f"vocabulary: {len(vocab)} WordPiece tokens learned from {text_path}")
     return text_path, vocab_path
 
@@ -201,7 +201,7 @@ def summary_screen(model_dir: str, phases: list[TrainedPhase], seconds: float) -
     held_out = [HeldOut(p.experiment.data.max_seq_length, p.first_step,
                         read_scalars(os.path.join(p.run_dir, "eval")), p.guesses)
                 for p in phases]
-    path = os.path.abspath(model_dir)
+    path = storage.abspath(model_dir)
     shape = f"L{encoder.num_layers}/H{encoder.hidden_size}/A{encoder.num_heads}"
     lines = ["", "=" * 72, "bert_tf demo: what you got", "=" * 72,
              f"{'model':<22} BERT {shape}, vocab {encoder.vocab_size:,}, MLM + NSP from scratch:"]
@@ -210,7 +210,7 @@ def summary_screen(model_dir: str, phases: list[TrainedPhase], seconds: float) -
     lines += [f"{'':<22} {line}" for line in schedule]
     table = []
     if any(h.scalars for h in held_out):
-        with open(experiment.data.vocab_file, encoding="utf-8") as f:
+        with storage.open(experiment.data.vocab_file, encoding="utf-8") as f:
             table = accuracy_table(held_out, f.read().splitlines())
     lines += table or ["held-out accuracy      no evaluation was run (trainer.eval_every, "
                        "data.eval_holdout_every)"]

@@ -34,7 +34,7 @@ import logging
 import os
 import sys
 
-from bert_tf import console, path_args
+from bert_tf import console, path_args, storage
 
 EXPECTED_RUN = "a fine-tuning run's model_dir (params.yaml and ckpt-N files)"
 
@@ -69,10 +69,10 @@ def load_task(model_dir, overrides=()):
     from bert_tf import tasks
     from bert_tf.training.trainer import PARAMS_FILE
 
-    if not os.path.isdir(model_dir):
+    if not storage.isdir(model_dir):
         raise FileNotFoundError(f"model directory {model_dir} does not exist")
     params = os.path.join(model_dir, PARAMS_FILE)
-    if not os.path.isfile(params):
+    if not storage.isfile(params):
         raise FileNotFoundError(f"{params} not found: is {model_dir} a bert_tf training run?")
     task_class, experiment = tasks.load_experiment(params, overrides)
     if not task_class.supports_evaluation:
@@ -190,7 +190,7 @@ def check_options(args, output_dir):
     """Refuses options no task can run with, before anything is loaded."""
     if args.batch_size < 1:
         raise ValueError(f"--batch_size must be at least 1, got {args.batch_size}")
-    if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    if output_dir and storage.exists(output_dir) and not storage.isdir(output_dir):
         raise ValueError(f"--output_dir {output_dir} is a file, not a directory")
 
 
@@ -200,11 +200,14 @@ def run_and_report(args, output_dir, predicting=False):
     Every option is checked, against the run's task too, before the model
     is built: an impossible combination fails at once with one line.
     """
-    problem = path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED_RUN)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
+    problem = (path_args.scheme_problem(
+        ("--output_dir", output_dir), *(("--input_file", path) for path in args.input_file))
+               or path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED_RUN))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
     from bert_tf import config as config_lib
     from bert_tf.optional_imports import MissingDependencyError
 
@@ -222,7 +225,7 @@ def run_and_report(args, output_dir, predicting=False):
     for name, value in sorted(metrics.items()):
         print(f"{name} {value:.4f}")
     if output_dir:
-        print(f"predictions written to {os.path.abspath(output_dir)}")
+        print(f"predictions written to {storage.abspath(output_dir)}")
     return 0
 
 

@@ -17,10 +17,9 @@ otherwise. Output by extension:
 
 import argparse
 import json
-import os
 import sys
 
-from bert_tf import console, path_args
+from bert_tf import console, path_args, storage
 
 
 def parse_args(argv):
@@ -44,7 +43,7 @@ def parse_args(argv):
 
 def read_lines(path):
     """The input lines (without newlines); a clear error for bad UTF-8 or no text."""
-    with open(path, "rb") as f:
+    with storage.open(path, "rb") as f:
         data = f.read()
     try:
         text = data.decode("utf-8")
@@ -61,9 +60,8 @@ def write_features(features, path):
     """Writes `TokenFeatures` as JSON lines or NPZ (chosen by extension), atomically."""
     import numpy as np
 
-    temporary = path + ".tmp"
     if path.endswith(".npz"):
-        with open(temporary, "wb") as f:
+        with storage.atomic_write(path, "wb") as f:
             np.savez(f, line_index=features.line_index, segment=features.segment,
                      token=np.array(features.token, dtype=str),
                      start_char=features.start_char, end_char=features.end_char,
@@ -76,11 +74,10 @@ def write_features(features, path):
                 "start_char": int(features.start_char[i]),
                 "end_char": int(features.end_char[i]),
                 "features": [round(float(v), 6) for v in features.features[i]]})
-        with open(temporary, "w", encoding="utf-8") as f:
+        with storage.atomic_write(path, encoding="utf-8") as f:
             for line_index in sorted(by_line):
                 f.write(json.dumps({"line_index": line_index, "tokens": by_line[line_index]},
                                    ensure_ascii=False) + "\n")
-    os.replace(temporary, path)
 
 
 def main(argv=None):

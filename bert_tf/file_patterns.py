@@ -5,8 +5,8 @@ Local patterns use `glob` (so tools that do not need TensorFlow stay light);
 patterns with a scheme (`gs://...`) go through `tf.io.gfile`.
 """
 
-import glob
-import os
+
+from bert_tf import storage
 
 
 class NoMatchingFilesError(FileNotFoundError, ValueError):
@@ -17,7 +17,7 @@ def _glob(pattern):
     if "://" in pattern:
         import tensorflow as tf
         return [(path, tf.io.gfile.isdir(path)) for path in tf.io.gfile.glob(pattern)]
-    return [(path, os.path.isdir(path)) for path in glob.glob(pattern)]
+    return [(path, storage.isdir(path)) for path in storage.glob(pattern)]
 
 
 def expand_file_patterns(file_patterns, kind="input"):

@@ -6,7 +6,8 @@ package; `--config path/to/run.yaml` names a file. An existing file wins.
 """
 
 import importlib.resources
-import os
+
+from bert_tf import storage
 
 PACKAGE = "bert_tf.configs"
 _GROUPS = ("pretrain", "finetune")
@@ -34,7 +35,7 @@ def resolve(name_or_path: str) -> str:
     Raises:
       FileNotFoundError: neither a file nor a preset; the message lists the presets.
     """
-    if os.path.isfile(name_or_path):
+    if storage.isfile(name_or_path):
         return name_or_path
     name = name_or_path[:-len(".yaml")] if name_or_path.endswith(".yaml") else name_or_path
     group, _, stem = name.partition("/")

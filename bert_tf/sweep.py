@@ -21,7 +21,7 @@ import sys
 
 import yaml
 
-from bert_tf import console, path_args
+from bert_tf import console, path_args, storage
 
 
 def parse_args(argv):
@@ -58,11 +58,11 @@ def finished_results(run_dir):
 
     results_path = os.path.join(run_dir, EVAL_RESULTS_FILE)
     params_path = os.path.join(run_dir, PARAMS_FILE)
-    if not (os.path.isfile(results_path) and os.path.isfile(params_path)):
+    if not (storage.isfile(results_path) and storage.isfile(params_path)):
         return None
-    with open(params_path) as f:
+    with storage.open(params_path) as f:
         train_steps = yaml.safe_load(f)["trainer"]["train_steps"]
-    with open(results_path) as f:
+    with storage.open(results_path) as f:
         results = json.load(f)
     return results if results["step"] == train_steps else None
 
@@ -106,22 +106,23 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
     best = max(runs, key=lambda run: run["metrics"][main_metric])
     summary = {"main_metric": main_metric, "best": best["run"],
                "best_model_dir": best["model_dir"], "runs": runs}
-    os.makedirs(model_dir, exist_ok=True)
+    storage.makedirs(model_dir, exist_ok=True)
     path = os.path.join(model_dir, "sweep_results.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+    with storage.atomic_write(path, encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
-    os.replace(path + ".tmp", path)
     return summary
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    problem = path_args.input_path_problem(args.init_checkpoint, "--init_checkpoint",
-                                           path_args.CHECKPOINT)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
+    problem = (path_args.scheme_problem(("--config", args.config), ("--model_dir", args.model_dir))
+               or path_args.input_path_problem(args.init_checkpoint, "--init_checkpoint",
+                                               path_args.CHECKPOINT))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
     from bert_tf import config as config_lib
 
     try:

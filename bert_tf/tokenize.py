@@ -10,10 +10,9 @@ are tokenized in batches by the same `BertTokenizer` graph used for training.
 import argparse
 import itertools
 import json
-import os
 import sys
 
-from bert_tf import console
+from bert_tf import console, storage
 
 
 def _parse_args(argv):
@@ -53,10 +52,10 @@ def _batches(iterable, size):
 def main(argv=None):
     """Runs the command line; returns the process exit code."""
     args = _parse_args(argv)
-    if not os.path.isfile(args.vocab_file):
+    if not storage.isfile(args.vocab_file):
         print(f"error: vocab file not found: {args.vocab_file}", file=sys.stderr)
         return 2
-    if args.input is not None and not os.path.isfile(args.input):
+    if args.input is not None and not storage.isfile(args.input):
         print(f"error: input file not found: {args.input}", file=sys.stderr)
         return 2
     # The quiet console of every command: stderr carries our errors, not TF's start-up.
@@ -76,7 +75,7 @@ def main(argv=None):
     )
     vocab = tokenizer.vocab
     out = sys.stdout.buffer  # UTF-8 whatever the locale
-    stream = open(args.input, "rb") if args.input is not None else sys.stdin.buffer
+    stream = storage.open(args.input, "rb") if args.input is not None else sys.stdin.buffer
     try:
         for batch in _batches(_lines(stream), args.batch_size):
             for line, ids in zip(batch, tokenize(tf.constant(batch)).to_list()):

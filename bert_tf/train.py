@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 
-from bert_tf import console, path_args
+from bert_tf import console, path_args, storage
 from bert_tf.training.strategy_names import STRATEGIES
 
 
@@ -43,11 +43,13 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    problem = init_checkpoint_problem(args.init_checkpoint, args.model_dir)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
+    problem = (path_args.scheme_problem(("--config", args.config), ("--model_dir", args.model_dir))
+               or init_checkpoint_problem(args.init_checkpoint, args.model_dir))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
 
     from bert_tf import config as config_lib
     from bert_tf import tasks
@@ -83,7 +85,7 @@ def init_checkpoint_problem(init_checkpoint, model_dir):
       model_dir: the run directory.
     """
     # TensorFlow's CheckpointManager keeps this state file beside a run's checkpoints.
-    if not init_checkpoint or os.path.isfile(os.path.join(model_dir, "checkpoint")):
+    if not init_checkpoint or storage.isfile(os.path.join(model_dir, "checkpoint")):
         return None
     return path_args.input_path_problem(init_checkpoint, "--init_checkpoint",
                                         path_args.CHECKPOINT)
@@ -144,14 +146,14 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         return 0
     summary = "  ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_metrics.items()))
     if result.already_complete:
-        print(f"the run in {os.path.abspath(model_dir)} was already complete at step "
+        print(f"the run in {storage.abspath(model_dir)} was already complete at step "
               f"{result.step} (trainer.train_steps); nothing to do. Its last evaluation: "
               f"{summary or 'none recorded'}")
     else:
         print(f"finished at step {result.step}; eval: {summary or 'none'}")
     console.print_fields([("weights fingerprint", result.weights_fingerprint),
-                          ("checkpoints and logs", os.path.abspath(model_dir)),
-                          ("TensorBoard", f"tensorboard --logdir {os.path.abspath(model_dir)}")])
+                          ("checkpoints and logs", storage.abspath(model_dir)),
+                          ("TensorBoard", f"tensorboard --logdir {storage.abspath(model_dir)}")])
     return 0
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import keras
 
+from bert_tf import storage
 from bert_tf.checkpoints import (
     assign,
     google_tf1,
@@ -125,12 +126,12 @@ def _not_writable(name):
 
 
 def _source_dir(path):
-    return path if os.path.isdir(path) else os.path.dirname(path)
+    return path if storage.isdir(path) else os.path.dirname(path)
 
 
 def _shipped_vocab(path):
     vocab = os.path.join(_source_dir(path), "vocab.txt")
-    return vocab if os.path.isfile(vocab) else None
+    return vocab if storage.isfile(vocab) else None
 
 
 class WeightsFormat(CheckpointFormat):
@@ -213,7 +214,7 @@ class NativeFormat(WeightsFormat):
         return self.describe(path).encoder_config, None
 
     def read_arrays(self, path, slots):
-        if os.path.isdir(path):
+        if storage.isdir(path):
             return native.read_newest_arrays(path, slots)[1]
         return native.read_chosen_arrays(path, slots)
 
@@ -232,7 +233,7 @@ class KerasFormat(CheckpointFormat):
     writable = False
 
     def detect(self, path):
-        return os.path.isfile(path) and path.endswith(".keras")
+        return storage.isfile(path) and path.endswith(".keras")
 
     def describe(self, path, hidden_act=None):
         raise ValueError(f"{path}: a .keras file; load it with load_encoder to read its config")
@@ -257,9 +258,9 @@ class HuggingFaceFormat(WeightsFormat):
     _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", hugging_face.SAFETENSORS_INDEX_NAME)
 
     def detect(self, path):
-        if os.path.isfile(path):
+        if storage.isfile(path):
             return path.endswith(self._WEIGHT_SUFFIXES)
-        if os.path.isdir(path) and os.path.isfile(os.path.join(path, hugging_face.CONFIG_NAME)):
+        if storage.isdir(path) and storage.isfile(os.path.join(path, hugging_face.CONFIG_NAME)):
             try:
                 hugging_face.weights_file(path)
                 return True
@@ -333,7 +334,7 @@ class ModelGardenFormat(TfCheckpointFormat):
         return model_garden.read_checkpoint_arrays(google_tf1.checkpoint_prefix(path), slots)
 
     def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
-        os.makedirs(directory, exist_ok=True)
+        storage.makedirs(directory, exist_ok=True)
         return model_garden.write_checkpoint(getattr(model, "encoder", model), directory)
 
 
@@ -395,7 +396,7 @@ def detect_format(path: str) -> str:
       FileNotFoundError: nothing exists at `path`.
       ValueError: no format recognises it (naming the formats tried).
     """
-    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+    if not storage.exists(path) and not storage.exists(path + ".index"):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     for name, fmt in FORMATS.items():
         if fmt.detect(path):

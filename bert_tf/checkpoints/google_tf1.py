@@ -12,12 +12,12 @@ code accepts, plus `"bert_tf_hidden_act": "gelu"`, which this importer honours.
 
 import json
 import os
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import weight_map
+from bert_tf import storage
+from bert_tf.checkpoints import readable, weight_map
 from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.layers.activations import TANH_GELU_NAMES
 from bert_tf.models.encoder_config import EncoderConfig
@@ -30,14 +30,14 @@ EXACT_ACT_KEY = "bert_tf_hidden_act"
 
 def checkpoint_prefix(path):
     """Resolves a directory or a checkpoint prefix to the prefix to read."""
-    if os.path.isdir(path):
+    if storage.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest:
             return latest
         candidate = os.path.join(path, CHECKPOINT_NAME)
-        if os.path.exists(candidate + ".index"):
+        if storage.exists(candidate + ".index"):
             return candidate
-        indexes = sorted(name for name in os.listdir(path) if name.endswith(".index"))
+        indexes = sorted(name for name in storage.listdir(path) if name.endswith(".index"))
         if len(indexes) == 1:
             return os.path.join(path, indexes[0][: -len(".index")])
         if indexes:
@@ -45,15 +45,15 @@ def checkpoint_prefix(path):
                 f"directory {path} holds several TF checkpoints {indexes} and no "
                 "'checkpoint' file; pass the prefix of the one to load")
         raise FileNotFoundError(f"no TF checkpoint (*.index) found in directory {path}")
-    if os.path.exists(path + ".index"):
+    if storage.exists(path + ".index"):
         return path
-    if path.endswith(".index") and os.path.exists(path):
+    if path.endswith(".index") and storage.exists(path):
         return path[: -len(".index")]
     raise FileNotFoundError(f"TF checkpoint not found: {path} (no {path}.index)")
 
 
 def is_google_checkpoint(prefix):
-    names = {name for name, _ in tf.train.list_variables(prefix)}
+    names = set(readable.checkpoint_reader(prefix).get_variable_to_shape_map())
     return "bert/embeddings/word_embeddings" in names
 
 
@@ -76,7 +76,7 @@ def read_arrays(prefix, names):
     what is missing. Fails clearly when the index lists a variable whose data
     shard is absent.
     """
-    reader = tf.train.load_checkpoint(prefix)
+    reader = readable.checkpoint_reader(prefix)
     available = reader.get_variable_to_shape_map()
     arrays = {}
     for name, kind in names.items():
@@ -94,7 +94,7 @@ def read_arrays(prefix, names):
 
 def write(model, directory, vocab_file=None):
     """Writes `model` (encoder or pretrainer) as a Google TF1 checkpoint."""
-    os.makedirs(directory, exist_ok=True)
+    storage.makedirs(directory, exist_ok=True)
     slots = weight_map.model_slots(model)
     tensors = []
     for slot in slots:
@@ -112,10 +112,10 @@ def write(model, directory, vocab_file=None):
         values["hidden_act"] = "gelu"
     else:
         values[EXACT_ACT_KEY] = config.hidden_act
-    with open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
+    with storage.open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2)
     if vocab_file:
-        shutil.copyfile(vocab_file, os.path.join(directory, VOCAB_NAME))
+        storage.copy(vocab_file, os.path.join(directory, VOCAB_NAME))
     return prefix
 
 

@@ -9,14 +9,15 @@ torch is installed; safetensors (a core dependency) needs neither.
 PyTorch stores dense kernels as [out, in]; Keras as [in, out].
 """
 
+import io
 import json
 import os
 import re
-import shutil
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load, load_file, save, save_file
 
+from bert_tf import storage
 from bert_tf.checkpoints import weight_map
 from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.models.encoder_config import EncoderConfig
@@ -72,13 +73,13 @@ def _to_ours(value, kind):
 
 def weights_file(path):
     """The weights file (or shard index) of a HF directory or file path."""
-    if os.path.isfile(path):
+    if storage.isfile(path):
         return path
-    if not os.path.isdir(path):
+    if not storage.isdir(path):
         raise FileNotFoundError(f"Hugging Face checkpoint not found: {path}")
     for name in (SAFETENSORS_NAME, SAFETENSORS_INDEX_NAME, PYTORCH_NAME):
         candidate = os.path.join(path, name)
-        if os.path.isfile(candidate):
+        if storage.isfile(candidate):
             return candidate
     raise FileNotFoundError(
         f"{path}: no {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} or {PYTORCH_NAME} found")
@@ -107,6 +108,8 @@ def read_state_dict(path):
 
 def _read_safetensors(path):
     try:
+        if storage.has_scheme(path):  # safetensors reads local files only
+            return load(storage.read_bytes(path))
         return load_file(path)
     except Exception as e:  # safetensors raises its own error types
         raise ValueError(f"{path}: not a readable safetensors file ({e})") from e
@@ -117,7 +120,9 @@ def _read_pytorch_pickle(path):
         "torch", "torch", f"reading the PyTorch pickle {path} safely "
         "(torch.load(weights_only=True); or convert it to model.safetensors)")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        # torch.load opens local paths only; object storage is read into memory.
+        source = io.BytesIO(storage.read_bytes(path)) if storage.has_scheme(path) else path
+        state = torch.load(source, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises pickle's and its own error types
         raise ValueError(f"{path}: not a readable PyTorch checkpoint ({e})") from e
     return {key: value.float().numpy() for key, value in state.items()}
@@ -125,7 +130,7 @@ def _read_pytorch_pickle(path):
 
 def read_config(path):
     """`EncoderConfig` from the `config.json` beside a HF checkpoint."""
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    directory = path if storage.isdir(path) else os.path.dirname(path)
     config_path = os.path.join(directory, CONFIG_NAME)
     values = read_json_object(config_path, "a Hugging Face checkpoint ships config.json")
     position_type = values.get("position_embedding_type", "absolute")
@@ -152,7 +157,7 @@ def write(model, directory, vocab_file=None, lower_case=None):
     An encoder is written as `BertModel`; a pretrainer as
     `BertForPreTraining` (encoder keys prefixed with `bert.`).
     """
-    os.makedirs(directory, exist_ok=True)
+    storage.makedirs(directory, exist_ok=True)
     slots = weight_map.model_slots(model)
     is_pretrainer = hasattr(model, "masked_lm_head")
     tensors = {}
@@ -164,7 +169,12 @@ def write(model, directory, vocab_file=None, lower_case=None):
         if slot.kind in (weight_map.KERNEL, weight_map.TRANSPOSED_KERNEL):
             value = value.T
         tensors[key] = np.ascontiguousarray(value)
-    save_file(tensors, os.path.join(directory, SAFETENSORS_NAME), metadata={"format": "pt"})
+    weights_path = os.path.join(directory, SAFETENSORS_NAME)
+    if storage.has_scheme(weights_path):  # safetensors writes local files only
+        with storage.atomic_write(weights_path, "wb") as f:
+            f.write(save(tensors, metadata={"format": "pt"}))
+    else:
+        save_file(tensors, weights_path, metadata={"format": "pt"})
     config = getattr(model, "encoder", model).encoder_config
     values = {
         "architectures": ["BertForPreTraining" if is_pretrainer else "BertModel"],
@@ -172,12 +182,12 @@ def write(model, directory, vocab_file=None, lower_case=None):
         "position_embedding_type": "absolute",
         **config.to_bert_config(),
     }
-    with open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
+    with storage.open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2)
     if vocab_file:
-        shutil.copyfile(vocab_file, os.path.join(directory, VOCAB_NAME))
+        storage.copy(vocab_file, os.path.join(directory, VOCAB_NAME))
         if lower_case is not None:
-            with open(os.path.join(directory, "tokenizer_config.json"), "w",
+            with storage.open(os.path.join(directory, "tokenizer_config.json"), "w",
                       encoding="utf-8") as f:
                 json.dump({"do_lower_case": bool(lower_case),
                            "tokenizer_class": "BertTokenizer"}, f, indent=2)
@@ -187,6 +197,6 @@ def write(model, directory, vocab_file=None, lower_case=None):
 def read_lower_case(directory):
     """`do_lower_case` from `tokenizer_config.json`, or None when absent."""
     path = os.path.join(directory, "tokenizer_config.json")
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         return None
     return read_json_object(path).get("do_lower_case")

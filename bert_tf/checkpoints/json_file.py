@@ -1,7 +1,8 @@
 """Reading the JSON side files of checkpoints (configs, metadata, shard indexes)."""
 
 import json
-import os
+
+from bert_tf import storage
 
 
 def read_json_object(path, missing_hint=""):
@@ -11,9 +12,9 @@ def read_json_object(path, missing_hint=""):
       FileNotFoundError: `path` does not exist (with `missing_hint` appended).
       ValueError: the file is not valid JSON or does not hold an object.
     """
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise FileNotFoundError(f"{path} not found{'; ' + missing_hint if missing_hint else ''}")
-    with open(path, encoding="utf-8") as f:
+    with storage.open(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:

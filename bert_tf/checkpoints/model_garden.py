@@ -15,7 +15,7 @@ import re
 
 import tensorflow as tf
 
-from bert_tf.checkpoints import weight_map
+from bert_tf.checkpoints import readable, weight_map
 from bert_tf.models.encoder_config import EncoderConfig
 from bert_tf.optional_imports import import_optional
 
@@ -164,12 +164,12 @@ def garden_arrays(garden_encoder, slots):
 
 def is_garden_checkpoint(prefix):
     key = f"{CHECKPOINT_ROOT}/{_FIXED['bert/embeddings/word_embeddings']}{_VALUE_SUFFIX}"
-    return key in dict(tf.train.list_variables(prefix))
+    return key in readable.checkpoint_reader(prefix).get_variable_to_shape_map()
 
 
 def read_checkpoint_arrays(prefix, slots):
     """Arrays in our layout for the slots present in a Model Garden checkpoint."""
-    reader = tf.train.load_checkpoint(prefix)
+    reader = readable.checkpoint_reader(prefix)
     available = reader.get_variable_to_shape_map()
     arrays = {}
     for slot in slots:
@@ -185,7 +185,7 @@ def infer_config(prefix, hidden_act="gelu_tanh"):
     The activation is not recorded in the checkpoint: Model Garden's default
     is the tanh GELU, so that is assumed unless `hidden_act` says otherwise.
     """
-    shapes = dict(tf.train.list_variables(prefix))
+    shapes = readable.checkpoint_reader(prefix).get_variable_to_shape_map()
 
     def shape(path):
         key = f"{CHECKPOINT_ROOT}/{path}{_VALUE_SUFFIX}"

@@ -16,11 +16,11 @@ run's `model_dir` is itself loadable.
 import json
 import logging
 import os
-import shutil
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from bert_tf import storage
 from bert_tf.checkpoints import assign, readable, weight_map
 from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.checkpoints.task_record import TaskRecord, kind_of_model
@@ -34,12 +34,12 @@ FORMAT_VERSION = 1
 
 
 def is_native(path):
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, METADATA_NAME))
+    return storage.isdir(path) and storage.isfile(os.path.join(path, METADATA_NAME))
 
 
 def is_native_checkpoint(path):
     """Whether `path` names one checkpoint (e.g. `run/ckpt-680`) of a bert_tf directory."""
-    return (not os.path.isdir(path) and os.path.isfile(path + ".index")
+    return (not storage.isdir(path) and storage.isfile(path + ".index")
             and is_native(os.path.dirname(path) or "."))
 
 
@@ -72,15 +72,14 @@ def write_metadata(model, directory, tokenizer_contract=None, vocab_file=None, r
 
     Args: see `model_metadata`; `vocab_file` is copied as `vocab.txt`.
     """
-    os.makedirs(directory, exist_ok=True)
+    storage.makedirs(directory, exist_ok=True)
     metadata = model_metadata(model, tokenizer_contract, record)
     path = os.path.join(directory, METADATA_NAME)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+    with storage.atomic_write(path, encoding="utf-8") as f:
         json.dump(metadata, f, indent=2, sort_keys=True)
-    os.replace(path + ".tmp", path)
-    if vocab_file and os.path.abspath(vocab_file) != os.path.abspath(
+    if vocab_file and storage.abspath(vocab_file) != storage.abspath(
             os.path.join(directory, VOCAB_NAME)):
-        shutil.copyfile(vocab_file, os.path.join(directory, VOCAB_NAME))
+        storage.copy(vocab_file, os.path.join(directory, VOCAB_NAME))
     return metadata
 
 
@@ -134,28 +133,28 @@ def save_final_weights(run_dir: str, destination: str) -> list[str]:
       The names of the files written into `destination`.
     """
     model, _ = load_model(run_dir)
-    os.makedirs(destination, exist_ok=True)
+    storage.makedirs(destination, exist_ok=True)
     partial = f"partial-{os.getpid()}"
-    names = [METADATA_NAME] + ([VOCAB_NAME] if os.path.isfile(os.path.join(run_dir, VOCAB_NAME))
+    names = [METADATA_NAME] + ([VOCAB_NAME] if storage.isfile(os.path.join(run_dir, VOCAB_NAME))
                                else [])
     try:
         for name in names:
-            shutil.copyfile(os.path.join(run_dir, name), os.path.join(destination, name + partial))
-            os.replace(os.path.join(destination, name + partial), os.path.join(destination, name))
+            with storage.atomic_write(os.path.join(destination, name), "wb") as f:
+                f.write(storage.read_bytes(os.path.join(run_dir, name)))
         temporary = os.path.join(destination, f"{WEIGHTS_PREFIX}-{partial}")
         tf.train.Checkpoint(**{WEIGHTS_KEY: weights_dict(model)}).write(temporary)
-        written = sorted(name for name in os.listdir(destination)
+        written = sorted(name for name in storage.listdir(destination)
                          if name.startswith(os.path.basename(temporary) + "."))
         for name in sorted(written, key=lambda name: name.endswith(".index")):
             final = WEIGHTS_PREFIX + name[len(os.path.basename(temporary)):]
-            os.replace(os.path.join(destination, name), os.path.join(destination, final))
+            storage.rename(os.path.join(destination, name), os.path.join(destination, final))
             names.append(final)
     finally:
         # Nothing half-written stays behind (the destination may be committed).
-        for name in os.listdir(destination):
+        for name in storage.listdir(destination):
             if partial in name:
                 path = os.path.join(destination, name)
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+                storage.rmtree(path) if storage.isdir(path) else storage.remove(path)
     return names
 
 
@@ -181,7 +180,7 @@ def weights_prefixes(directory):
     if listed:
         return listed
     prefix = os.path.join(directory, WEIGHTS_PREFIX)
-    if os.path.exists(prefix + ".index"):
+    if storage.exists(prefix + ".index"):
         return [prefix]
     raise FileNotFoundError(f"{directory}: has {METADATA_NAME} but no weights checkpoint")
 
@@ -256,7 +255,7 @@ def _weights_checkpoint_keys(reader, prefix):
 
 def read_arrays(prefix, slots):
     """Arrays for the slots present in a native checkpoint (our layout already)."""
-    reader = tf.train.load_checkpoint(prefix)
+    reader = readable.checkpoint_reader(prefix)
     keys = _weights_checkpoint_keys(reader, prefix)
     return {slot.name: reader.get_tensor(keys[slot.name]) for slot in slots if slot.name in keys}
 

@@ -14,7 +14,6 @@ every kind of damage, so the reason is taken from its message.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import logging
 import os
 import re
@@ -24,6 +23,8 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
+
+from bert_tf import storage
 
 DAMAGED_SUFFIX = ".damaged"
 
@@ -68,7 +69,7 @@ def damage_of(prefix: str, error: Exception) -> Damage:
         that is for the user to fix, not damage to step over.
     """
     index = prefix + ".index"
-    if not os.path.exists(index):
+    if not storage.exists(index):
         return Damage(prefix, index, "the index file is missing")
     message = _first_line(getattr(error, "message", None) or str(error))
     # An eager op's error wraps the reader's: "{{function_node ...}} <message> [Op:RestoreV2]".
@@ -80,7 +81,7 @@ def damage_of(prefix: str, error: Exception) -> Damage:
     if "sstable" in message:
         file = index
     elif shard:
-        shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+        shards = sorted(storage.glob(storage.escape(prefix) + ".data-*"))
         number = int(shard.group(1))
         file = shards[number] if number < len(shards) else prefix + ".data-*"
     else:
@@ -95,6 +96,18 @@ def damage_of(prefix: str, error: Exception) -> Damage:
     return Damage(prefix, file, reason.lstrip(";: ") or "unreadable")
 
 
+def checkpoint_reader(prefix: str):
+    """TensorFlow's reader of checkpoint `prefix` (as `tf.train.load_checkpoint(prefix)`).
+
+    Opened by its prefix directly: `load_checkpoint` takes a path that its
+    file system calls a directory for a directory of checkpoints, and TF's
+    ram:// file system calls `ram://run/ckpt-4` one once `ckpt-4.index` exists.
+    """
+    if storage.isdir(prefix):
+        return tf.train.load_checkpoint(prefix)
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def read_every_tensor(prefix: str, batch: int = 64) -> None:
     """Reads (and so checksums) every tensor of checkpoint `prefix`; raises on damage.
 
@@ -102,7 +115,7 @@ def read_every_tensor(prefix: str, batch: int = 64) -> None:
     state included (the checkpoint reader cannot convert those to numpy);
     `batch` tensors at a time bounds the memory it takes.
     """
-    dtypes = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
+    dtypes = checkpoint_reader(prefix).get_variable_to_dtype_map()
     names = sorted(dtypes)
     for start in range(0, len(names), batch):
         chunk = names[start:start + batch]
@@ -153,13 +166,13 @@ def set_aside(prefix: str) -> str:
     """
     destination = prefix + DAMAGED_SUFFIX
     number = 1
-    while os.path.exists(destination):
+    while storage.exists(destination):
         number += 1
         destination = f"{prefix}{DAMAGED_SUFFIX}-{number}"
-    os.makedirs(destination)
-    for path in glob.glob(glob.escape(prefix) + ".*"):
+    storage.makedirs(destination)
+    for path in storage.glob(storage.escape(prefix) + ".*"):
         if not path.startswith(prefix + DAMAGED_SUFFIX):
-            os.replace(path, os.path.join(destination, os.path.basename(path)))
+            storage.rename(path, os.path.join(destination, os.path.basename(path)))
     _drop_from_state(os.path.dirname(prefix), prefix)
     return destination
 
@@ -180,6 +193,5 @@ def _drop_from_state(directory: str, prefix: str) -> None:
     if kept:
         updated.model_checkpoint_path = updated.all_model_checkpoint_paths[-1]
     path = os.path.join(directory, "checkpoint")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+    with storage.atomic_write(path, encoding="utf-8") as f:
         f.write(text_format.MessageToString(updated))
-    os.replace(path + ".tmp", path)

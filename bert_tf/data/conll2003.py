@@ -19,6 +19,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
+
 # "O" first so that it is label id 0; the others in a fixed, documented order.
 CONLL_LABELS = (
     "O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC",
@@ -68,7 +70,7 @@ def read_conll(path):
             document_has_sentences = True
         words, labels = [], []
 
-    with open(path, "rb") as handle:
+    with storage.open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             line = _decode(raw, path, number)
             fields = line.split()
@@ -235,7 +237,5 @@ def write_predictions(path, sentences, predicted_labels):
                                      "must be a non-empty string without whitespace")
             lines.append(f"{word} {gold} {guess}\n")
         lines.append("\n")
-    temporary = os.fspath(path) + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with storage.atomic_write(os.fspath(path), encoding="utf-8") as handle:
         handle.writelines(lines)
-    os.replace(temporary, path)

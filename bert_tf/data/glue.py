@@ -21,6 +21,8 @@ import operator
 import os
 import tempfile
 
+from bert_tf import storage
+
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
 
 # STS-B similarity scores are annotated on a 0 (unrelated) to 5 (equivalent) scale.
@@ -157,7 +159,7 @@ def _decoded_lines(path):
     The first line is decoded as "utf-8-sig" so a byte-order mark (MRPC has
     one) does not leak into the first column name.
     """
-    with open(path, "rb") as handle:
+    with storage.open(path, "rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             try:
                 yield raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
@@ -338,16 +340,20 @@ def write_submission(task, split, examples, predictions, output_dir):
     for position, (example, prediction) in enumerate(zip(examples, predictions)):
         lines.append(f"{example.guid}\t{_prediction_text(spec, prediction, position)}\n")
 
-    os.makedirs(output_dir, exist_ok=True)
+    storage.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, file_name)
+    if storage.has_scheme(output_dir):
+        with storage.atomic_write(path, encoding="utf-8", newline="") as output:
+            output.writelines(lines)
+        return path
     handle, temp_path = tempfile.mkstemp(dir=output_dir, prefix=f".{file_name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as output:
             output.writelines(lines)
             output.flush()
             os.fsync(output.fileno())
-        os.replace(temp_path, path)
+        storage.rename(temp_path, path)
     except BaseException:
-        os.unlink(temp_path)
+        storage.remove(temp_path)
         raise
     return path

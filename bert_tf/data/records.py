@@ -30,12 +30,12 @@ by hanging:
 """
 
 import mmap
-import os
 import struct
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.data import packing as packing_lib
 from bert_tf.file_patterns import expand_file_patterns
 
@@ -97,12 +97,12 @@ def scan_record_file(path):
     Raises:
       CorruptRecordError: the framing is broken; names the file and offset.
     """
-    if os.path.isfile(path):
-        size = os.path.getsize(path)
+    if not storage.has_scheme(path) and storage.isfile(path):
+        size = storage.getsize(path)
         if size == 0:
             return 0, None  # A valid TFRecord file without records.
         # mmap turns the per-record reads and seeks into memory accesses.
-        with open(path, "rb") as local, \
+        with storage.open(path, "rb") as local, \
                 mmap.mmap(local.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return _walk(path, data, size)
     with tf.io.gfile.GFile(path, "rb") as remote:  # e.g. gs://

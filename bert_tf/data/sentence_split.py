@@ -16,6 +16,8 @@ and citations into fragments.
 import os
 import re
 
+from bert_tf import storage
+
 # Lower-cased, without the final period. Titles, ranks, Latin and citation
 # abbreviations, months, company suffixes: words that are usually followed by
 # more of the same sentence.
@@ -99,12 +101,12 @@ def write_sentence_per_line(source_files, output_dir):
     """
     paths = []
     for source in source_files:
-        with open(source, encoding="utf-8") as f:
+        with storage.open(source, encoding="utf-8") as f:
             sentences = split_sentences(f.read())
         if not sentences:
             continue
         path = os.path.join(output_dir, os.path.basename(source))
-        with open(path, "w", encoding="utf-8") as f:
+        with storage.open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(sentences) + "\n")
         paths.append(path)
     return paths

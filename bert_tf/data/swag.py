@@ -17,6 +17,8 @@ import dataclasses
 import json
 import os
 
+from bert_tf import storage
+
 _TEXT_FIELDS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
 _LABEL = "label"
 _NUM_ENDINGS = 4
@@ -83,7 +85,7 @@ def _check_label(label, where):
 def _read_csv(path):
     """Examples of an official SWAG CSV file, columns located by header name."""
     examples = []
-    with open(path, encoding="utf-8-sig", newline="") as handle:
+    with storage.open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None:
@@ -123,7 +125,7 @@ def _parse_int(text, where):
 def _read_jsonl(path):
     """Examples of a JSON-lines file; blank lines are skipped."""
     examples = []
-    with open(path, encoding="utf-8") as handle:
+    with storage.open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             where = f"{path}:{number}"
             if not line.strip():

@@ -13,11 +13,11 @@ import bz2
 import dataclasses
 import gzip
 import multiprocessing
-import os
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
 
+from bert_tf import storage
 from bert_tf.data.sentence_split import split_sentences
 from bert_tf.data.wikitext import wikitext_to_paragraphs
 
@@ -62,13 +62,15 @@ class ConversionStats:
 
 def open_dump(path):
     """Opens a dump for binary reading: `.bz2` and `.gz` are decompressed on the fly."""
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise FileNotFoundError(f"Wikipedia dump {path!r} does not exist or is not a file.")
+    # A local path is opened by the decompressor itself (which then also closes it).
+    source = storage.open(path, "rb") if storage.has_scheme(path) else path
     if path.endswith(".bz2"):
-        return bz2.open(path, "rb")
+        return bz2.open(source, "rb")
     if path.endswith(".gz"):
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+        return gzip.open(source, "rb")
+    return storage.open(path, "rb")
 
 
 def iter_pages(path):
@@ -143,16 +145,16 @@ def convert_dump(
         raise ValueError(f"processes must be at least 1, got {processes}.")
     if min_chars < 0:
         raise ValueError(f"min_chars must be non-negative, got {min_chars}.")
-    if not os.path.isfile(input_path):
+    if not storage.isfile(input_path):
         # Checked before the output is created, so a typo leaves no empty file.
         raise FileNotFoundError(f"Wikipedia dump {input_path!r} does not exist or is not a file.")
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     stats = ConversionStats()
     started = time.monotonic()
     pool = multiprocessing.Pool(processes) if processes > 1 else None
-    titles_file = open(titles_path, "w", encoding="utf-8") if titles_path else None
+    titles_file = storage.open(titles_path, "w", encoding="utf-8") if titles_path else None
     try:
-        with open(output_path, "w", encoding="utf-8", newline="\n") as output:
+        with storage.open(output_path, "w", encoding="utf-8", newline="\n") as output:
             for title, sentences in _converted_articles(input_path, pool, processes, stats):
                 if sum(len(s) for s in sentences) < max(min_chars, 1):
                     stats.too_short += 1

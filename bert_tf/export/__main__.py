@@ -45,11 +45,13 @@ def build_parser():
 def main(argv=None):
     """Runs the export; returns the process exit code."""
     args = build_parser().parse_args(argv)
-    problem = path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED)
+    # Before a scheme path imports TensorFlow: its start-up lines stay hidden.
+    console.setup(args.verbose)
+    problem = (path_args.scheme_problem(("--export_dir", args.export_dir))
+               or path_args.input_path_problem(args.model_dir, "--model_dir", EXPECTED))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return path_args.USAGE_ERROR
-    console.setup(args.verbose)
     from bert_tf.export.exporter import check_model_dir, export_model_dir
     from bert_tf.export.onnx_export import export_onnx_model_dir
     from bert_tf.optional_imports import MissingDependencyError
@@ -82,6 +84,7 @@ def version_kinds(export_dir: str) -> dict[int, str]:
     Args:
       export_dir: a model's export base (`EXPORTS/NAME`).
     """
+    from bert_tf import storage
     from bert_tf.export import exporter, onnx_inputs, versions
 
     kinds = {}
@@ -91,8 +94,7 @@ def version_kinds(export_dir: str) -> dict[int, str]:
                 (os.path.join(directory, "assets.extra", exporter.METADATA_FILE), "SavedModel"),
                 (os.path.join(directory, onnx_inputs.METADATA_FILE), "ONNX")):
             try:
-                with open(metadata_path, encoding="utf-8") as f:
-                    quantization = json.load(f).get("quantization")
+                quantization = json.loads(storage.read_text(metadata_path)).get("quantization")
             except (OSError, ValueError):
                 continue
             kinds[version] = f"{quantization or 'float32'} {format_name}"

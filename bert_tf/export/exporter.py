@@ -13,6 +13,7 @@ import os
 
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import versions, warmup
@@ -58,8 +59,8 @@ def export_metadata(model, tokenizer: BertTokenizer, record: TaskRecord, signatu
 
 
 def _write_json(path, values):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    storage.makedirs(os.path.dirname(path), exist_ok=True)
+    with storage.open(path, "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2, sort_keys=True)
 
 
@@ -142,11 +143,11 @@ def check_model_dir(model_dir: str) -> str:
     Raises:
       FileNotFoundError: naming `model_dir` and what it lacks.
     """
-    if not os.path.exists(model_dir):
+    if not storage.exists(model_dir):
         raise FileNotFoundError(f"model directory {model_dir} does not exist")
-    if not os.path.isdir(model_dir):
+    if not storage.isdir(model_dir):
         raise FileNotFoundError(f"model directory {model_dir} is not a directory")
-    if not os.path.isfile(os.path.join(model_dir, native.METADATA_NAME)):
+    if not storage.isfile(os.path.join(model_dir, native.METADATA_NAME)):
         raise FileNotFoundError(
             f"{model_dir} is not a bert_tf model directory (no {native.METADATA_NAME}); "
             "export a training run's model_dir, or convert other checkpoints first with "
@@ -179,7 +180,7 @@ def load_model_dir(model_dir: str, max_seq_length: int | None = None):
     check_model_dir(model_dir)
     source = os.path.join(model_dir, native.METADATA_NAME)
     vocab_file = os.path.join(model_dir, native.VOCAB_NAME)
-    if not os.path.isfile(vocab_file):
+    if not storage.isfile(vocab_file):
         raise FileNotFoundError(f"{model_dir}: no {native.VOCAB_NAME} to build the tokenizer from")
     metadata = native.read_metadata(model_dir)
     record = model_dir_record(metadata, max_seq_length, source)

@@ -4,13 +4,15 @@ import os
 
 from tensorflow.core.protobuf import saved_model_pb2
 
+from bert_tf import storage
+
 
 def read_saved_model_proto(saved_model_dir):
     """The `SavedModel` proto of `saved_model_dir/saved_model.pb`."""
     path = os.path.join(saved_model_dir, "saved_model.pb")
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise FileNotFoundError(f"{path} not found: not a SavedModel directory")
-    with open(path, "rb") as f:
+    with storage.open(path, "rb") as f:
         return saved_model_pb2.SavedModel.FromString(f.read())
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops before loading)
 
+from bert_tf import storage
 from bert_tf.export.exporter import METADATA_FILE
 
 
@@ -22,10 +23,10 @@ class LoadedExport:
 
     def __init__(self, path: str):
         metadata_path = os.path.join(path, "assets.extra", METADATA_FILE)
-        if not os.path.isfile(metadata_path):
+        if not storage.isfile(metadata_path):
             raise FileNotFoundError(
                 f"{metadata_path} not found: {path} is not a bert_tf export version directory")
-        with open(metadata_path, encoding="utf-8") as f:
+        with storage.open(metadata_path, encoding="utf-8") as f:
             self.metadata = json.load(f)
         self.path = path
         self._saved_model = tf.saved_model.load(path)

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import tensorflow as tf
 
-from bert_tf import console
+from bert_tf import console, storage
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import kinds, versions
 from bert_tf.export.onnx_inputs import INPUT_NAMES, METADATA_FILE, MODEL_FILE, VOCAB_FILE
@@ -149,7 +148,7 @@ def export_onnx(model, tokenizer, export_base: str, record: TaskRecord,
     specs = function.input_signature
     output_names = sorted(function.get_concrete_function().structured_outputs)
     with versions.atomic_version_dir(export_base, version) as (temporary, final):
-        os.makedirs(temporary)
+        storage.makedirs(temporary)
         path = os.path.join(temporary, MODEL_FILE)
         float_path = path if quantization is None else os.path.join(temporary, "float.onnx")
         with console.third_party_quiet():
@@ -159,9 +158,9 @@ def export_onnx(model, tokenizer, export_base: str, record: TaskRecord,
                 quantization_module.quantize_dynamic(
                     float_path, path, weight_type=quantization_module.QuantType.QInt8)
         if quantization == "int8":
-            os.remove(float_path)
-        shutil.copyfile(tokenizer.vocab_file, os.path.join(temporary, VOCAB_FILE))
-        with open(os.path.join(temporary, METADATA_FILE), "w", encoding="utf-8") as f:
+            storage.remove(float_path)
+        storage.copy(tokenizer.vocab_file, os.path.join(temporary, VOCAB_FILE))
+        with storage.open(os.path.join(temporary, METADATA_FILE), "w", encoding="utf-8") as f:
             json.dump(onnx_metadata(model, tokenizer, record, output_names, quantization), f,
                       indent=2, sort_keys=True)
     return final

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from bert_tf import storage
+
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.txt"
 METADATA_FILE = "bert_tf_onnx.json"
@@ -36,9 +38,9 @@ def read_metadata(export_dir: str) -> dict:
       ValueError: the file is not the JSON of a bert_tf ONNX export.
     """
     path = os.path.join(export_dir, METADATA_FILE)
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise FileNotFoundError(f"{export_dir} is not a bert_tf ONNX export (no {METADATA_FILE})")
-    with open(path, encoding="utf-8") as f:
+    with storage.open(path, encoding="utf-8") as f:
         try:
             metadata = json.load(f)
         except json.JSONDecodeError as e:

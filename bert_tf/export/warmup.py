@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.export import kinds
 
@@ -42,7 +43,7 @@ def write_warmup_requests(saved_model_dir: str, model_name: str, record: TaskRec
     requests += [(_full_length(short, record.max_seq_length), batch_size)
                  for batch_size in batch_sizes]
     directory = os.path.join(saved_model_dir, "assets.extra")
-    os.makedirs(directory, exist_ok=True)
+    storage.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, WARMUP_FILE)
     with tf.io.TFRecordWriter(path) as writer:
         for inputs, batch_size in requests:

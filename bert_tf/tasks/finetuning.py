@@ -26,6 +26,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.checkpoints import assign, loading, native, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.data import packing
@@ -439,7 +440,7 @@ class FinetuningTask(Task):
         del output_dir
         named = {}
         for source in sources or self.eval_sources:
-            if not os.path.isfile(source):
+            if not storage.isfile(source):
                 raise FileNotFoundError(f"evaluation file {source} does not exist")
             name = source_name(source)
             if named.setdefault(name, source) != source:
@@ -525,5 +526,5 @@ def source_name(source):
 
 
 def output_path(output_dir, name):
-    os.makedirs(output_dir, exist_ok=True)
+    storage.makedirs(output_dir, exist_ok=True)
     return os.path.join(output_dir, name)

@@ -7,11 +7,11 @@ Tokenization and packing run in the input pipeline, in graph.
 
 import dataclasses
 import json
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.data import glue as glue_data
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.tasks import glue_metrics
@@ -109,7 +109,7 @@ class GlueTask(FinetuningTask):
         for split in sources or self.eval_sources:
             # Raises for a split the task does not have, listing its splits.
             path = glue_data.split_path(spec.name, split, self.data_dir)
-            if not os.path.isfile(path):
+            if not storage.isfile(path):
                 raise FileNotFoundError(f"no {split} file for GLUE task {spec.name!r}: "
                                         f"{path} does not exist")
             if split in spec.test_splits and not output_dir:
@@ -183,7 +183,7 @@ class GlueTask(FinetuningTask):
             metrics = glue_metrics.compute(self.data.task_name, table["label"], predictions)
         if output_dir:
             self.write_predictions(source, predictions, output_dir)
-            with open(output_path(output_dir, f"metrics_{source}.json"), "w") as f:
+            with storage.open(output_path(output_dir, f"metrics_{source}.json"), "w") as f:
                 json.dump(metrics, f, indent=2)
         return metrics
 
@@ -220,9 +220,8 @@ class GlueTask(FinetuningTask):
             lines.append(f"{example.guid}\t{predicted}\t{gold}\n")
         path = output_path(output_dir, f"{spec.directory}_{source}_predictions.tsv")
         # Written aside and renamed: an interrupted run leaves no half file.
-        with open(path + ".tmp", "w", encoding="utf-8", newline="") as f:
+        with storage.atomic_write(path, encoding="utf-8", newline="") as f:
             f.writelines(lines)
-        os.replace(path + ".tmp", path)
         return path
 
     def record_fields(self):

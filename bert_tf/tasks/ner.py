@@ -16,6 +16,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.data import conll2003
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.tasks import conll_metrics
@@ -147,7 +148,7 @@ class NerTask(FinetuningTask):
         if output_dir:
             self.write_predictions(source, predicted, output_dir)
             name = source_name(source)
-            with open(output_path(output_dir, f"metrics_{name}.json"), "w") as f:
+            with storage.open(output_path(output_dir, f"metrics_{name}.json"), "w") as f:
                 json.dump(scores, f, indent=2)
         return metrics
 

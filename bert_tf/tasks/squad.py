@@ -16,6 +16,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.data import squad as squad_data
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.tasks import squad_metrics, squad_postprocess
@@ -182,7 +183,7 @@ class SquadTask(FinetuningTask):
                                             null_odds or None)
         if output_dir:
             squad_postprocess.write_predictions(output_dir, predictions, nbest, null_odds)
-            with open(output_path(output_dir, f"metrics_{source_name(source)}.json"),
+            with storage.open(output_path(output_dir, f"metrics_{source_name(source)}.json"),
                       "w") as f:
                 json.dump(scores, f, indent=2)
         return {key: float(value) for key, value in scores.items()

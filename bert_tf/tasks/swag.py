@@ -10,11 +10,11 @@ Shapes: B examples, C choices (4), S sequence length.
 
 import dataclasses
 import json
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.data import swag as swag_data
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.tasks.finetuning import (
@@ -111,7 +111,7 @@ class SwagTask(FinetuningTask):
         if output_dir:
             self.write_predictions(source, outputs["logits"], output_dir)
             name = source_name(source)
-            with open(output_path(output_dir, f"metrics_{name}.json"), "w") as f:
+            with storage.open(output_path(output_dir, f"metrics_{name}.json"), "w") as f:
                 json.dump(metrics, f, indent=2)
         return metrics
 
@@ -119,12 +119,11 @@ class SwagTask(FinetuningTask):
         """`predictions_<file>.jsonl`: id, predicted ending and the four probabilities."""
         probabilities = tf.nn.softmax(logits, axis=-1).numpy()
         path = output_path(output_dir, f"predictions_{source_name(source)}.jsonl")
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
+        with storage.atomic_write(path, encoding="utf-8") as f:
             for example, row in zip(self.examples(source), probabilities):
                 f.write(json.dumps({"example_id": example.example_id,
                                     "prediction": int(np.argmax(row)),
                                     "probabilities": [round(float(p), 6) for p in row]}) + "\n")
-        os.replace(path + ".tmp", path)
         return path
 
     def record_fields(self):

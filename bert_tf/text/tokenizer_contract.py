@@ -8,7 +8,8 @@ producing garbage.
 
 import filecmp
 import hashlib
-import os
+
+from bert_tf import storage
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -19,9 +20,9 @@ class TokenizerContractError(ValueError):
 
 def read_vocab(vocab_file):
     """The tokens of a BERT `vocab.txt`, one per line, in id order."""
-    if not os.path.isfile(vocab_file):
+    if not storage.isfile(vocab_file):
         raise FileNotFoundError(f"vocab file not found: {vocab_file}")
-    with open(vocab_file, "rb") as f:
+    with storage.open(vocab_file, "rb") as f:
         raw = f.read()
     try:
         text = raw.decode("utf-8")
@@ -45,7 +46,7 @@ def same_file_content(first: str, second: str) -> bool:
     """
     if first == second:
         return True
-    if not (first and second and os.path.isfile(first) and os.path.isfile(second)):
+    if not (first and second and storage.isfile(first) and storage.isfile(second)):
         return False
     return filecmp.cmp(first, second, shallow=False)
 
@@ -53,7 +54,7 @@ def same_file_content(first: str, second: str) -> bool:
 def contract_from_vocab(vocab_file, lower_case):
     """Builds the contract of `vocab_file` used with the given casing."""
     tokens = read_vocab(vocab_file)
-    with open(vocab_file, "rb") as f:
+    with storage.open(vocab_file, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     index = {token: i for i, token in enumerate(tokens)}
     missing = [token for token in SPECIAL_TOKENS if token not in index]

@@ -38,6 +38,7 @@ import heapq
 import time
 import unicodedata
 
+from bert_tf import storage
 from bert_tf.file_patterns import expand_file_patterns
 
 # One definition of BERT's character classes for the whole package: the
@@ -139,7 +140,7 @@ def iter_lines(files, max_lines=None):
     """
     emitted = 0
     for path in files:
-        with open(path, encoding="utf-8", errors="replace") as handle:
+        with storage.open(path, encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if max_lines is not None and emitted >= max_lines:
                     return
@@ -356,7 +357,7 @@ def write_vocab(vocab, path):
     if len(set(vocab)) != len(vocab):
         duplicates = [t for t, n in collections.Counter(vocab).items() if n > 1]
         raise ValueError(f"Vocabulary has duplicate tokens: {duplicates[:5]}")
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+    with storage.open(path, "w", encoding="utf-8", newline="\n") as handle:
         for token in vocab:
             handle.write(token + "\n")
 

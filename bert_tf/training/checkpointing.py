@@ -27,15 +27,14 @@ their copy of the main checkpoint to a scratch directory.
 
 import dataclasses
 import errno
-import glob
 import logging
 import os
 import re
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.checkpoints import native, readable
 from bert_tf.training import cluster_shape
 
@@ -59,9 +58,9 @@ def remove_partial_saves(directory):
     """Deletes what failed or killed saves left in `directory`; returns the paths removed."""
     removed = []
     for pattern in _PARTIAL_SAVE_PATTERNS:
-        for path in sorted(glob.glob(os.path.join(glob.escape(directory), pattern))):
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
+        for path in sorted(storage.glob(os.path.join(storage.escape(directory), pattern))):
+            if storage.isdir(path):
+                storage.rmtree(path, ignore_errors=True)
                 removed.append(path)
     return removed
 
@@ -206,8 +205,8 @@ class TrainingCheckpoint:
         if cluster_shape.has_input_state(prefix):
             workers, layout = 1, cluster_shape.IN_CHECKPOINT
         else:
-            states = glob.glob(os.path.join(glob.escape(self.model_dir), "input_state",
-                                            "worker_*", f"input-{step}.index"))
+            states = storage.glob(os.path.join(storage.escape(self.model_dir), "input_state",
+                                               "worker_*", f"input-{step}.index"))
             workers, layout = max(len(states), 1), cluster_shape.PER_WORKER
         replicas_per_worker = max(self.shape.num_replicas // self.shape.num_workers, 1)
         return cluster_shape.SavedShape(
@@ -254,7 +253,7 @@ class TrainingCheckpoint:
             logging.debug("checkpoint save failed", exc_info=True)
             raise self._disk_full_error() from None
         if self.scratch_dir:
-            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+            storage.rmtree(self.scratch_dir, ignore_errors=True)
             path = None
         if path:
             logging.info("saved checkpoint %s", path)
@@ -267,9 +266,10 @@ class TrainingCheckpoint:
         directory = self.manager.directory
         needed = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size
                      for v in self._saved_variables)
-        free = shutil.disk_usage(directory).free
+        free = storage.free_bytes(directory)  # None on object storage
+        free = f", {_megabytes(free)} free" if free is not None else ""
         return CheckpointWriteError(
             f"no space left on the device of {directory}: could not save step "
-            f"{int(self.step.numpy())} (a checkpoint needs about {_megabytes(needed)}, "
-            f"{_megabytes(free)} free); the last good checkpoint ({self.latest or 'none'}) "
+            f"{int(self.step.numpy())} (a checkpoint needs about {_megabytes(needed)}"
+            f"{free}); the last good checkpoint ({self.latest or 'none'}) "
             "is kept: free some space and run the same command to resume")

@@ -5,12 +5,13 @@ drops the events its killed predecessor wrote after the checkpoint it resumes
 from, so every tag's steps stay strictly increasing across restarts.
 """
 
-import glob
 import logging
 import os
 
 import tensorflow as tf
 from tensorboard.compat.proto import event_pb2
+
+from bert_tf import storage
 
 # TensorBoard lists tag groups alphabetically: losses and metrics come first.
 _OPTIMIZER_METRICS = ("learning_rate", "gradient_norm", "loss_scale", "skipped_steps")
@@ -84,7 +85,7 @@ def read_scalars(event_dir):
       logged twice (a resumed run) keeps its last value.
     """
     series = {}
-    for path in sorted(glob.glob(os.path.join(event_dir, "events.out.tfevents.*"))):
+    for path in sorted(storage.glob(os.path.join(event_dir, "events.out.tfevents.*"))):
         for record in tf.data.TFRecordDataset(path):
             event = event_pb2.Event.FromString(record.numpy())
             for value in event.summary.value:
@@ -99,7 +100,7 @@ def read_scalars(event_dir):
 
 
 def event_files(model_dir):
-    return sorted(glob.glob(os.path.join(model_dir, "*", "events.out.tfevents.*")))
+    return sorted(storage.glob(os.path.join(model_dir, "*", "events.out.tfevents.*")))
 
 
 def drop_events_after(model_dir, step):
@@ -125,8 +126,12 @@ def drop_events_after(model_dir, step):
             else:
                 events.append(record)
         if dropped or truncated:
-            with tf.io.TFRecordWriter(path + ".tmp") as writer:
+            # Object storage: the file is rewritten under its name once (the events are in
+            # memory), as a rename there would be a second copy.
+            target = path if storage.has_scheme(path) else path + ".tmp"
+            with tf.io.TFRecordWriter(target) as writer:
                 for record in events:
                     writer.write(record)
-            os.replace(path + ".tmp", path)
+            if target != path:
+                storage.rename(target, path)
             logging.info("dropped %d events after step %d from %s", dropped, step, path)

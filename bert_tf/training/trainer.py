@@ -29,6 +29,7 @@ import tensorflow as tf
 import yaml
 
 from bert_tf import config as config_lib
+from bert_tf import storage
 from bert_tf.checkpoints import native, readable
 from bert_tf.training import cluster_shape, fixed_shapes, lost_workers, precision, strategies
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
@@ -110,11 +111,11 @@ def describe_read_error(error):
 
 def _reads_now(path):
     try:
-        with open(path, "rb") as f:
+        with storage.open(path, "rb") as f:
             f.read(1)
     except OSError:
         return False
-    return os.path.isfile(path)
+    return storage.isfile(path)
 
 
 @dataclasses.dataclass
@@ -155,7 +156,7 @@ def check_resumable(model_dir, experiment, task, allow_data_change=False):
         next (the resumed run then no longer matches an uninterrupted one).
     """
     path = os.path.join(model_dir, PARAMS_FILE)
-    if not (os.path.exists(path) and readable.listed_checkpoints(model_dir)):
+    if not (storage.exists(path) and readable.listed_checkpoints(model_dir)):
         return
     previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
     differences = task.model_differences(previous.model, experiment.model)
@@ -231,7 +232,7 @@ class Trainer:
         path = os.path.join(self.model_dir, PARAMS_FILE)
         # The policy of the run this one may resume (read before params.yaml is rewritten).
         self._previous_precision = (config_lib.load_yaml(path).get("runtime", {}).get(
-            "mixed_precision") if os.path.isfile(path) else None)
+            "mixed_precision") if storage.isfile(path) else None)
         self.experiment = precision.resolve_experiment(self.experiment, self.strategy)
 
     def _steps_from_epochs(self):
@@ -333,7 +334,7 @@ class Trainer:
     def _write_run_files(self):
         if not self.chief:
             return
-        os.makedirs(self.model_dir, exist_ok=True)
+        storage.makedirs(self.model_dir, exist_ok=True)
         config_lib.dump_config(self.experiment, os.path.join(self.model_dir, PARAMS_FILE))
         native.write_metadata(self.model, self.model_dir, self.task.tokenizer_contract(),
                               self.task.vocab_file, record=self.task.task_record())
@@ -452,9 +453,8 @@ class Trainer:
         if not (self.chief and metrics):
             return
         path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
+        with storage.atomic_write(path, encoding="utf-8") as f:
             json.dump({"step": step, "metrics": metrics}, f, indent=2, sort_keys=True)
-        os.replace(path + ".tmp", path)
 
     def _roll_back(self, reason):
         latest = self.checkpoint.restore_latest()
@@ -526,9 +526,9 @@ class Trainer:
     def _last_evaluation(self):
         """`(step, metrics)` of `eval_results.json`, or `(None, {})`."""
         path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
-        if not os.path.isfile(path):
+        if not storage.isfile(path):
             return None, {}
-        with open(path, encoding="utf-8") as f:
+        with storage.open(path, encoding="utf-8") as f:
             results = json.load(f)
         return results.get("step"), results.get("metrics", {})
 
