@@ -7,12 +7,16 @@ proxy. A run writes, reads, lists, renames and deletes objects, and saves and re
 a checkpoint, as a job whose `model_dir` is a bucket does.
 """
 
+import signal
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from tests.gcs_emulator import GOOGLE_APIS_HOSTS, LocalGcs
+from tests.training.conftest import run_train, start_until_step, tiny_experiment, train_env
 
 # An emulator process and real HTTP round trips: the second test command.
 pytestmark = pytest.mark.long
@@ -118,3 +122,28 @@ def test_checkpoint_manager_saves_prunes_and_restores_on_gs(gcs):
     for saved, loaded in zip(model.variables + optimizer.variables,
                              restored.variables + restored_optimizer.variables):
         np.testing.assert_array_equal(loaded.numpy(), saved.numpy())
+
+
+def test_pretraining_with_model_dir_on_gs_is_killed_and_resumes(
+        gcs, tmp_path, bert_corpus, shared_file):
+    experiment = tiny_experiment(bert_corpus, shared_file("vocab", "bert-base-uncased-vocab.txt"),
+                                 trainer={"train_steps": 8, "steps_per_loop": 1,
+                                          "checkpoint_every": 2, "eval_every": 0})
+    config = tmp_path / "experiment.yaml"
+    config.write_text(yaml.safe_dump(experiment))
+    model_dir = gcs.path("pretrain")
+    env = train_env(**gcs.environment)
+    process, output = start_until_step(str(config), model_dir, 5, env=env)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    killed_at = tf.train.latest_checkpoint(model_dir)
+    assert killed_at is not None, "".join(output[-30:])
+    result = run_train(str(config), model_dir, env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resumed from {killed_at}" in result.stderr, result.stderr[-3000:]
+    assert tf.train.latest_checkpoint(model_dir) == f"{model_dir}/ckpt-8"
+    names = gcs.object_names()
+    # The files that describe and guard the run sit beside its checkpoints in the bucket.
+    for name in ("params.yaml", "bert_tf_model.json", "vocab.txt"):
+        assert f"pretrain/{name}" in names, names
+    assert any(name.startswith("pretrain/train/events.out.tfevents.") for name in names), names
