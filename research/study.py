@@ -16,7 +16,8 @@ most the run in progress. Start the same command twice to use two cores:
 each process takes the runs the other is not running. `--profile ci` runs
 the same machinery on a tiny configuration in a few minutes.
 
-`time_to_train` is a benchmark run by the same command: each recipe
+`time_to_train` (and its pre-registered second round, `time_to_quality`) is a
+benchmark run by the same command: each recipe
 pretrains until its held-out MLM accuracy reaches the target or its step
 budget ends (see `research.studies.time_to_train`); `--timing_only` measures
 every recipe's time per step in one short run, alone on a quiet machine;

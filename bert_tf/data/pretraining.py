@@ -23,6 +23,14 @@ are read in their sorted order every epoch (a file shuffle seeded per epoch
 would need a tensor seed in `corpus.document_dataset`); the window pairing
 and the block-wise instance shuffle mix the documents.
 
+A masking schedule (`PretrainingOptions.masking_schedule`) makes the rate
+a function of the training step: the rows are counted in output order from
+the dataset's first row, across epochs, and row r of an input pipeline
+belongs to step r // (its batch size). Only the rate moves: the masks are
+still keyed as above, so a schedule whose start and end equal
+`masked_lm_prob` gives exactly the batches of no schedule. The trainer
+resumes through its iterator checkpoint, which holds the row count.
+
 Feature names are the original BERT ones (`input_ids`, `input_mask`,
 `segment_ids`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`,
 `next_sentence_labels`); `to_model_inputs` maps them to the model's inputs.
@@ -59,6 +67,45 @@ _MASK_TAG = 13
 
 
 @dataclasses.dataclass(frozen=True)
+class MaskingSchedule:
+    """A masking rate moving linearly from `start` to `end` over `steps` training steps.
+
+    At step k (counted from 0) the rate is start + (end - start) * min(k, steps) / steps,
+    as a linear learning-rate decay is; after `steps` it stays at `end`.
+
+    Attributes:
+      start: the rate of the first step, in (0, 1).
+      end: the rate from step `steps` on, in (0, 1).
+      steps: the steps the rate takes to get from `start` to `end` (>= 1).
+
+    Raises:
+      ValueError: on construction, for a rate outside (0, 1) or `steps` < 1.
+    """
+
+    start: float
+    end: float
+    steps: int
+
+    def __post_init__(self):
+        for name in ("start", "end"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"masking schedule {name} must be in (0, 1), got "
+                                 f"{getattr(self, name)}")
+        if self.steps < 1:
+            raise ValueError(f"masking schedule steps must be >= 1, got {self.steps}")
+
+    @property
+    def max_rate(self) -> float:
+        """The highest rate of the schedule: what the prediction buffers are sized for."""
+        return max(self.start, self.end)
+
+    def rate(self, step):
+        """The rate at `step` (an int or an int64 tensor), as a float32 scalar tensor."""
+        done = tf.cast(tf.minimum(tf.cast(step, tf.int64), self.steps), tf.float32)
+        return self.start + (self.end - self.start) * done / float(self.steps)
+
+
+@dataclasses.dataclass(frozen=True)
 class PretrainingOptions:
     """What the pretraining examples are: BERT's data options, the seed, packing.
 
@@ -70,6 +117,9 @@ class PretrainingOptions:
       max_seq_length: tokens per sequence S, [CLS] and [SEP]s included.
       max_predictions_per_seq: most masked positions P per sequence.
       masked_lm_prob: fraction of a sequence's tokens selected for masking.
+      masking_schedule: a `MaskingSchedule` the rate follows step by step
+        instead (`masked_lm_prob` is then unused); needs a batch size. None:
+        `masked_lm_prob` throughout.
       short_seq_prob: chance that an instance targets a shorter length than
         `max_seq_length` (as in BERT, to match shorter fine-tuning inputs).
       nsp: build sentence pairs with next-sentence labels; False builds
@@ -101,6 +151,7 @@ class PretrainingOptions:
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
+    masking_schedule: MaskingSchedule | None = None
     short_seq_prob: float = 0.1
     nsp: bool = True
     whole_word_masking: bool = False
@@ -121,6 +172,12 @@ class PretrainingOptions:
                              f"max_seq_length={self.max_seq_length}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+
+    @property
+    def sizing_masked_lm_prob(self) -> float:
+        """The highest rate any row is masked at (what packed buffers are sized for)."""
+        return (self.masked_lm_prob if self.masking_schedule is None
+                else self.masking_schedule.max_rate)
 
 
 def _fold(seed, *values):
@@ -200,6 +257,9 @@ def pretraining_examples(documents, tokenizer, vocab_file=None,
       add the features of `bert_tf.data.packing.merge_pretraining_slots`).
     """
     options = PretrainingOptions() if options is None else options
+    if options.masking_schedule is not None:
+        raise ValueError("a masking schedule needs training steps: use pretraining_dataset "
+                         "with a batch_size")
     vocab, masker = _prepare(tokenizer, vocab_file, options)
     return _epoch_examples(
         documents, tokenizer, vocab, masker, options, epoch=epoch, start_example=start_example,
@@ -214,13 +274,21 @@ def _prepare(tokenizer, vocab_file, options):
     masker = DynamicMasker.from_vocab(
         vocab, whole_word_masking=options.whole_word_masking,
         max_predictions_per_seq=options.max_predictions_per_seq,
-        masked_lm_prob=options.masked_lm_prob, fractions=options.masking_fractions)
+        masked_lm_prob=options.sizing_masked_lm_prob, fractions=options.masking_fractions)
     return vocab, masker
 
 
+# The stateless mask seed(s) of a row whose masking waits for its rate (a masking schedule).
+_MASK_SEED = "mask_seed"
+
+
 def _epoch_examples(documents, tokenizer, vocab, masker, options, *, epoch, start_example,
-                    pipeline_id, num_parallel_calls):
-    """The dataset of `pretraining_examples`, from validated inputs (traceable)."""
+                    pipeline_id, num_parallel_calls, defer_masking=False):
+    """The dataset of `pretraining_examples`, from validated inputs (traceable).
+
+    With `defer_masking`, rows come unmasked with their mask seed(s) under `_MASK_SEED`,
+    for `_mask_row` to mask once the row's rate is known.
+    """
     max_seq_length, nsp = options.max_seq_length, options.nsp
     key = _fold(tf.constant([options.seed, 0], tf.int64), epoch, pipeline_id)
     pairs_key = _fold(key, _PAIRS_TAG)
@@ -233,12 +301,8 @@ def _epoch_examples(documents, tokenizer, vocab, masker, options, *, epoch, star
             cls_id=vocab.cls_id, sep_id=vocab.sep_id, pad_id=vocab.pad_id,
             short_seq_prob=options.short_seq_prob, nsp=nsp)
 
-    def mask_example(example_index, instance):
-        features = dict(instance)
-        features.update(masker(instance["input_ids"], _fold(mask_key, example_index)))
-        if not nsp:
-            del features["next_sentence_labels"]
-        return {name: features[name] for name in FEATURE_NAMES if name in features}
+    def seeded(example_index, instance):
+        return {**instance, _MASK_SEED: _fold(mask_key, example_index)}
 
     windows = documents.ragged_batch(options.documents_per_window).enumerate()
     instances = windows.map(window_instances, num_parallel_calls=num_parallel_calls).unbatch()
@@ -246,43 +310,65 @@ def _epoch_examples(documents, tokenizer, vocab, masker, options, *, epoch, star
         instances = _shuffle_blocks(instances, options.shuffle_buffer_size,
                                     _fold(key, _SHUFFLE_TAG))
     if options.packing is not None:
-        return _packed_examples(
-            instances, masker, mask_key, options.packing, max_seq_length=max_seq_length,
-            start_example=start_example, nsp=nsp, num_parallel_calls=num_parallel_calls)
-    examples = instances.enumerate().skip(start_example)
-    return examples.map(mask_example, num_parallel_calls=num_parallel_calls)
+        rows = _packed_rows(instances, mask_key, options.packing,
+                            max_seq_length=max_seq_length, start_example=start_example)
+    else:
+        rows = instances.enumerate().skip(start_example).map(seeded)
+    if defer_masking:
+        return rows
+    return rows.map(lambda row: _mask_row(row, masker, options),
+                    num_parallel_calls=num_parallel_calls)
 
 
-def _packed_examples(instances, masker, mask_key, packing, *, max_seq_length, start_example,
-                     nsp, num_parallel_calls):
-    """Packed rows from unmasked instances: assign, skip, then mask each slot and merge.
+def _packed_rows(instances, mask_key, packing, *, max_seq_length, start_example):
+    """Packed rows of unmasked instances, each slot with its mask seed: assign, then skip.
 
     Each instance keeps its index in the epoch, so its mask is the one the
     unpacked pipeline draws for it; rows are counted after packing, so
     `start_example` skips rows.
     """
     max_per_row = packing.max_sequences_per_row
-    max_predictions = packing_lib.max_packed_predictions(
-        max_seq_length, max_per_row, masker.max_predictions_per_seq, masker.masked_lm_prob)
 
     def assign(window):
         lengths = tf.reduce_sum(window["input_mask"], axis=1)  # [W]
         return packing_lib.to_slots(window, lengths, max_seq_length, max_per_row)
 
-    def mask_and_merge(slots):
-        masked = [masker(slots["input_ids"][k], _fold(mask_key, slots["example_index"][k]))
-                  for k in range(max_per_row)]
-        slots = dict(slots)
-        for name in masked[0]:
-            slots[name] = tf.stack([features[name] for features in masked])  # [K, ...]
-        if not nsp:
-            del slots["next_sentence_labels"]
-        return packing_lib.merge_pretraining_slots(slots, max_seq_length, max_predictions)
+    def seeded(slots):
+        seeds = [_fold(mask_key, slots["example_index"][k]) for k in range(max_per_row)]
+        return {**slots, _MASK_SEED: tf.stack(seeds)}  # [K, 2]
 
     indexed = instances.enumerate().map(
         lambda index, instance: {**instance, "example_index": index})
     rows = indexed.batch(packing.window).map(assign).unbatch()
-    return rows.skip(start_example).map(mask_and_merge, num_parallel_calls=num_parallel_calls)
+    return rows.skip(start_example).map(seeded)
+
+
+def _mask_row(row, masker, options, masked_lm_prob=None):
+    """The features of one row (`_epoch_examples` with `defer_masking`), masked.
+
+    Args:
+      row: an instance, or a packed row's slots, with its `_MASK_SEED`.
+      masker: the `DynamicMasker`.
+      options: the `PretrainingOptions`.
+      masked_lm_prob: the row's rate (a float32 scalar tensor); None: the masker's.
+    """
+    row = dict(row)
+    seed = row.pop(_MASK_SEED)
+    if options.packing is None:
+        features = {**row, **masker(row["input_ids"], seed, masked_lm_prob)}
+        if not options.nsp:
+            del features["next_sentence_labels"]
+        return {name: features[name] for name in FEATURE_NAMES if name in features}
+    max_per_row = options.packing.max_sequences_per_row
+    max_predictions = packing_lib.max_packed_predictions(
+        options.max_seq_length, max_per_row, masker.max_predictions_per_seq,
+        masker.masked_lm_prob)
+    masked = [masker(row["input_ids"][k], seed[k], masked_lm_prob) for k in range(max_per_row)]
+    for name in masked[0]:
+        row[name] = tf.stack([features[name] for features in masked])  # [K, ...]
+    if not options.nsp:
+        del row["next_sentence_labels"]
+    return packing_lib.merge_pretraining_slots(row, options.max_seq_length, max_predictions)
 
 
 def _shuffle_blocks(instances, block_size, key):
@@ -321,6 +407,7 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
         epoch and the `start_example` where it stopped.
       num_epochs: epochs to produce, `epoch, epoch + 1, ...`; None repeats forever.
       start_example: examples (with packing, rows) of the first epoch to skip.
+        With `options.masking_schedule`, `epoch` and `start_example` must be 0.
       input_context: optional `tf.distribute.InputContext`; files are sharded
         by `corpus.document_dataset` and the pipeline id is folded into the draws.
       held_out: with `options.holdout_every` >= 2, True yields only the
@@ -337,6 +424,15 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
     options = PretrainingOptions() if options is None else options
     if num_epochs is not None and num_epochs < 1:
         raise ValueError(f"num_epochs must be >= 1 or None, got {num_epochs}")
+    per_replica = (None if batch_size is None
+                   else input_context.get_per_replica_batch_size(batch_size)
+                   if input_context is not None else batch_size)
+    schedule = options.masking_schedule
+    if schedule is not None and (per_replica is None or epoch != 0 or start_example != 0):
+        raise ValueError("a masking schedule counts training steps from the first batch: it "
+                         "needs a batch_size and starts at epoch 0, example 0 (a run resumes "
+                         f"through its iterator checkpoint); got batch_size={batch_size}, "
+                         f"epoch={epoch}, start_example={start_example}")
     documents = corpus.document_dataset(
         file_patterns, input_context=input_context, cycle_length=options.cycle_length,
         num_parallel_calls=num_parallel_calls)
@@ -350,16 +446,23 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
         skip = tf.where(current_epoch == epoch, tf.cast(start_example, tf.int64), 0)
         return _epoch_examples(
             documents, tokenizer, vocab, masker, options, epoch=current_epoch,
-            start_example=skip, pipeline_id=pipeline_id, num_parallel_calls=num_parallel_calls)
+            start_example=skip, pipeline_id=pipeline_id, num_parallel_calls=num_parallel_calls,
+            defer_masking=schedule is not None)
+
+    def mask_on_schedule(row_index, row):
+        # Row r of this pipeline is in the batch of step r // (rows per batch).
+        rate = schedule.rate(row_index // per_replica)
+        return _mask_row(row, masker, options, rate)
 
     last = np.iinfo(np.int64).max if num_epochs is None else epoch + num_epochs
     shapes = _feature_shapes(options)
-    dataset = tf.data.Dataset.range(epoch, last).flat_map(one_epoch).map(
-        lambda features: {name: tf.ensure_shape(value, shapes[name])
-                          for name, value in features.items()})
-    if batch_size is not None:
-        per_replica = (input_context.get_per_replica_batch_size(batch_size)
-                       if input_context is not None else batch_size)
+    dataset = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)
+    if schedule is not None:
+        dataset = dataset.enumerate().map(mask_on_schedule,
+                                          num_parallel_calls=num_parallel_calls)
+    dataset = dataset.map(lambda features: {name: tf.ensure_shape(value, shapes[name])
+                                            for name, value in features.items()})
+    if per_replica is not None:
         dataset = dataset.batch(per_replica, drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
@@ -376,7 +479,7 @@ def _feature_shapes(options):
         per_row = options.packing.max_sequences_per_row
         predictions = [packing_lib.max_packed_predictions(
             options.max_seq_length, per_row, options.max_predictions_per_seq,
-            options.masked_lm_prob)]
+            options.sizing_masked_lm_prob)]
         nsp = [per_row]
     return {"input_ids": length, "input_mask": length, "segment_ids": length,
             "masked_lm_positions": predictions, "masked_lm_ids": predictions,

@@ -64,6 +64,12 @@ class PretrainingDataConfig:
     max_seq_length: int = _BERT_DATA.max_seq_length
     max_predictions_per_seq: int = _BERT_DATA.max_predictions_per_seq
     masked_lm_prob: float = _BERT_DATA.masked_lm_prob
+    # A masking rate that moves linearly over training: masked_lm_prob at the first step,
+    # masked_lm_prob_end from step masked_lm_prob_steps on (0: trainer.train_steps), in
+    # between by linear interpolation. 0: no schedule, masked_lm_prob throughout.
+    # max_predictions_per_seq must leave room for the higher of the two rates.
+    masked_lm_prob_end: float = 0.0
+    masked_lm_prob_steps: int = 0
     # What a selected token becomes (BERT: 80 % [MASK], 10 % unchanged, 10 %
     # random); in [0, 1], summing to 1.
     mask_token_fraction: float = _BERT_DATA.masking_fractions.mask
@@ -92,6 +98,9 @@ class PretrainingDataConfig:
     eval_max_seq_length: int = 0
     eval_max_predictions_per_seq: int = 0
     eval_masked_lm_prob: float = 0.0
+    # The held-out batches' seed; None: data.seed + 1. Set, runs of other data seeds
+    # (data order, pairs and masks) are scored on the same held-out batches.
+    eval_seed: int | None = None
 
 
 EVAL_SETTING_FIELDS = ("eval_max_seq_length", "eval_max_predictions_per_seq",
@@ -99,6 +108,27 @@ EVAL_SETTING_FIELDS = ("eval_max_seq_length", "eval_max_predictions_per_seq",
 
 MASKING_FRACTION_KEYS = ("data.mask_token_fraction", "data.keep_token_fraction",
                          "data.random_token_fraction")
+
+
+def masking_schedule(data: PretrainingDataConfig,
+                     train_steps: int) -> pretraining_data.MaskingSchedule | None:
+    """The training masking schedule of a data config (None: a fixed rate).
+
+    Args:
+      data: the data config.
+      train_steps: the run's `trainer.train_steps` (the schedule's length when
+        `data.masked_lm_prob_steps` is 0).
+    """
+    if not data.masked_lm_prob_end:
+        return None
+    return pretraining_data.MaskingSchedule(
+        start=data.masked_lm_prob, end=data.masked_lm_prob_end,
+        steps=data.masked_lm_prob_steps or train_steps)
+
+
+def training_masked_lm_prob_max(data: PretrainingDataConfig) -> float:
+    """The highest rate a training row is masked at (what packed buffers are sized for)."""
+    return max(data.masked_lm_prob, data.masked_lm_prob_end)
 
 
 def masking_fractions(data: PretrainingDataConfig) -> MaskingFractions:
@@ -143,7 +173,8 @@ class PretrainingTask(Task):
     config_class = PretrainingExperiment
     name = "pretraining"
     # The evaluation settings change no training batch: a resumed run may change them.
-    EVALUATION_DATA_FIELDS = Task.EVALUATION_DATA_FIELDS | frozenset(EVAL_SETTING_FIELDS)
+    EVALUATION_DATA_FIELDS = (Task.EVALUATION_DATA_FIELDS | frozenset(EVAL_SETTING_FIELDS)
+                              | {"eval_seed"})
 
     def __init__(self, experiment):
         super().__init__(experiment)
@@ -164,6 +195,7 @@ class PretrainingTask(Task):
         if not data.eval_files and data.eval_holdout_every == 1:
             raise ValueError("data.eval_holdout_every must be 0 (no held-out documents) or >= 2")
         masking_fractions(data).check(MASKING_FRACTION_KEYS)
+        self._validate_masking_schedule()
         self._validate_eval_settings()
         if self.model_config.use_nsp and not data.sentence_pairs:
             raise ValueError("model.use_nsp=true needs sentence pairs, but "
@@ -192,12 +224,43 @@ class PretrainingTask(Task):
             raise ValueError(f"data.eval_masked_lm_prob must be in [0, 1], got "
                              f"{data.eval_masked_lm_prob}")
 
+    def _validate_masking_schedule(self):
+        data = self.data
+        if not 0.0 <= data.masked_lm_prob_end < 1.0:
+            raise ValueError(f"data.masked_lm_prob_end must be in [0, 1) (0: no schedule), got "
+                             f"{data.masked_lm_prob_end}")
+        if data.masked_lm_prob_steps < 0:
+            raise ValueError(f"data.masked_lm_prob_steps must be >= 0 (0: "
+                             f"trainer.train_steps), got {data.masked_lm_prob_steps}")
+        if data.masked_lm_prob_steps and not data.masked_lm_prob_end:
+            raise ValueError("data.masked_lm_prob_steps is set but data.masked_lm_prob_end is 0 "
+                             "(no schedule): set the end rate too")
+
     def eval_settings(self) -> tuple[int, int, float]:
-        """(max_seq_length, max_predictions_per_seq, masked_lm_prob) of the held-out batches."""
+        """(max_seq_length, max_predictions_per_seq, masked_lm_prob) of the held-out batches.
+
+        Unset (0) settings are the training ones; under a masking schedule, the rate is
+        the one training ends at (`data.masked_lm_prob_end`).
+        """
         data = self.data
         return (data.eval_max_seq_length or data.max_seq_length,
                 data.eval_max_predictions_per_seq or data.max_predictions_per_seq,
-                data.eval_masked_lm_prob or data.masked_lm_prob)
+                data.eval_masked_lm_prob or data.masked_lm_prob_end or data.masked_lm_prob)
+
+    @property
+    def eval_seed(self) -> int:
+        """The held-out batches' seed: `data.eval_seed`, else `data.seed` + 1."""
+        return self.data.seed + 1 if self.data.eval_seed is None else self.data.eval_seed
+
+    def input_differences(self, old, new):
+        """The base class's, and `trainer.train_steps` when it sets the length of the
+        masking schedule (it decides every later batch's rate)."""
+        differences = super().input_differences(old, new)
+        if (new.data.masked_lm_prob_end and not new.data.masked_lm_prob_steps
+                and old.trainer.train_steps != new.trainer.train_steps):
+            differences["trainer.train_steps"] = (old.trainer.train_steps,
+                                                  new.trainer.train_steps)
+        return differences
 
     @property
     def vocab_file(self):
@@ -251,9 +314,13 @@ class PretrainingTask(Task):
         length, predictions, masked_lm_prob = (
             self.eval_settings() if evaluation
             else (data.max_seq_length, data.max_predictions_per_seq, data.masked_lm_prob))
+        # Evaluation is at a fixed rate, whatever schedule training follows.
+        schedule = (None if evaluation
+                    else masking_schedule(data, self.experiment.trainer.train_steps))
         options = pretraining_data.PretrainingOptions(
             max_seq_length=length, max_predictions_per_seq=predictions,
-            masked_lm_prob=masked_lm_prob, short_seq_prob=data.short_seq_prob,
+            masked_lm_prob=masked_lm_prob, masking_schedule=schedule,
+            short_seq_prob=data.short_seq_prob,
             nsp=data.sentence_pairs, whole_word_masking=data.whole_word_masking,
             masking_fractions=masking_fractions(data), seed=seed,
             documents_per_window=data.documents_per_window,
@@ -283,9 +350,9 @@ class PretrainingTask(Task):
         return bool(self.data.eval_files or self.data.eval_holdout_every)
 
     def eval_dataset(self, input_context, global_batch_size):
-        """Endless held-out batches, the same in every run (fixed seed)."""
+        """Endless held-out batches, the same in every run of one `eval_seed`."""
         return self._dataset(input_context, global_batch_size, evaluation=True,
-                             seed=self.data.seed + 1)
+                             seed=self.eval_seed)
 
     def constant_guesses(self, batch_size: int, steps: int) -> dict[str, ConstantGuess]:
         """The floor a model must beat: the best constant answer on the held-out batches.

@@ -189,7 +189,8 @@ def mask_tokens(token_ids, seed, *, mask_id, special_ids, random_token_ids,
       special_ids: ids never selected ([PAD], [CLS], [SEP], [MASK]).
       random_token_ids: int32 [R], ids a random replacement is drawn from.
       max_predictions_per_seq: P, the padded number of predictions.
-      masked_lm_prob: fraction of the tokens to predict.
+      masked_lm_prob: fraction of the tokens to predict (a float, or a float32
+        scalar tensor).
       is_continuation: optional bool [V] table marking "##" pieces; given, a
         piece and its "##" continuations are masked together (whole-word masking).
       pad_id: id of [PAD]; tokens equal to it are padding, not counted.
@@ -302,11 +303,20 @@ class DynamicMasker:
     def whole_word_masking(self):
         return self.is_continuation is not None
 
-    def __call__(self, token_ids, seed):
+    def __call__(self, token_ids, seed, masked_lm_prob=None):
+        """Masks one sequence (`mask_tokens`).
+
+        Args:
+          token_ids: int32 [L].
+          seed: a stateless seed [2].
+          masked_lm_prob: this sequence's rate (a float or a float32 scalar tensor, e.g.
+            from a schedule); None: the masker's own. It must not exceed the masker's
+            rate when buffers were sized by it (packed rows).
+        """
         return mask_tokens(
             token_ids, seed, mask_id=self.mask_id, special_ids=self.special_ids,
             random_token_ids=self.random_token_ids,
             max_predictions_per_seq=self.max_predictions_per_seq,
-            masked_lm_prob=self.masked_lm_prob,
+            masked_lm_prob=self.masked_lm_prob if masked_lm_prob is None else masked_lm_prob,
             is_continuation=self.is_continuation, pad_id=self.pad_id,
             fractions=self.fractions)

@@ -22,6 +22,7 @@ these sizes), for every recipe alike.
 import dataclasses
 
 from bert_tf.data import packing
+from bert_tf.tasks import pretraining as pretraining_task
 
 # The formula in one line, for reports.
 FORMULA = ("6 x rows x [S L (4H^2 + 2HI) + 2 L S^2 H + P' (H^2 + HV) + K (H^2 + 2H)] per step "
@@ -60,9 +61,10 @@ def step_shape(experiment) -> StepShape:
     encoder, data = experiment.model.encoder, experiment.data
     if data.packing:
         per_row = data.max_sequences_per_row
+        # A masking schedule sizes the buffers for its highest rate.
         slots = packing.max_packed_predictions(data.max_seq_length, per_row,
                                                data.max_predictions_per_seq,
-                                               data.masked_lm_prob)
+                                               pretraining_task.training_masked_lm_prob_max(data))
     else:
         per_row, slots = 1, data.max_predictions_per_seq
     return StepShape(

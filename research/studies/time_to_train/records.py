@@ -5,7 +5,7 @@ that reached the target was stopped early, so a record is kept for every
 phase that has evaluated, finished or not: its resolved config, its newest
 evaluation, its wall times and its curves as `scalars.json`
 (`research.studies.records`). With `timing.json`, `report.md`,
-`results.json`, the plots and the fine-tuning runs of `--quality` (the study
+`results.json`, `budgets.json`, the plots and the fine-tuning runs of `--quality` (the study
 records of `quality/`), `--report_only --out <records>` rebuilds the report
 from the records alone.
 """
@@ -14,7 +14,7 @@ import os
 
 from research.studies import records as study_records
 from research.studies import scalars
-from research.studies.time_to_train import quality, report, timing
+from research.studies.time_to_train import quality, report, runner, timing
 
 
 def save(benchmark, records_dir: str) -> list[str]:
@@ -36,7 +36,8 @@ def save(benchmark, records_dir: str) -> list[str]:
             if scalars.event_files(os.path.join(out_dir, run)):
                 study_records.copy_run(out_dir, records_dir, run)
                 recorded.append(run)
-    for name in (report.RESULTS_FILE, report.REPORT_FILE, timing.TIMING_FILE):
+    for name in (report.RESULTS_FILE, report.REPORT_FILE, timing.TIMING_FILE,
+                 runner.BUDGETS_FILE):
         if os.path.isfile(os.path.join(out_dir, name)):
             study_records.copy_if_changed(os.path.join(out_dir, name),
                                           os.path.join(records_dir, name))

@@ -10,9 +10,11 @@ time per step. Speed-ups are relative to the reference recipe.
 """
 
 import json
+import math
 import os
 
 from research.studies.time_to_train import flops, quality, timing
+from research.studies.time_to_train import verdict as verdict_lib
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
@@ -37,7 +39,8 @@ def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
         experiment = benchmark.experiment(recipe, phase)
         shape = flops.step_shape(experiment)
         per_step_flops = flops.training_flops_per_step(shape)
-        seconds = (timings or {}).get(f"{recipe.name}/{phase.name}", {}).get("seconds_per_step")
+        seconds = (timings or {}).get(benchmark.timing_key(recipe, phase),
+                                      {}).get("seconds_per_step")
         if seconds is None:
             seconds_done = None  # without every phase's timing there is no wall time
         budget = experiment.trainer.train_steps
@@ -71,7 +74,8 @@ def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
     else:
         # Every phase trained to its last step (a train_to_budget recipe past its crossing).
         status = "reached" if any(p["value"] >= target for p in points) else "budget"
-    result = {"name": recipe.name, "label": recipe.label, "status": status,
+    result = {"name": recipe.name, "group": recipe.group, "label": recipe.label,
+              "status": status,
               "train_to_budget": recipe.train_to_budget,
               "eval_every": recipe.eval_every, "phases": phases, "curve": points,
               "best": max(points, key=lambda p: p["value"]) if points else None}
@@ -90,6 +94,37 @@ def recipe_results(benchmark, recipe, timings: dict | None) -> dict:
             "bracket_fraction": (at["step"] - before) / at["step"],
         })
     return result
+
+
+def reference_mean(benchmark, timings: dict | None) -> dict | None:
+    """The reference recipe's runs pooled, once every one has trained its whole budget.
+
+    The mean curve is the mean over runs of the held-out value at each evaluation they all
+    have; the reference's time to the target is that curve's first evaluation at or above
+    it (its steps, FLOPs and, with a timing run, wall time: the runs share them). With
+    `target.from_reference` the target is the mean of the runs' final values, where the
+    mean curve ends, so it always reaches it. None while a run is unfinished.
+
+    Args:
+      benchmark: a `runner.Benchmark`.
+      timings: `timing.json`'s "phases", or None.
+    """
+    rows = [recipe_results(benchmark, recipe, timings)
+            for recipe in benchmark.spec.reference_rows()]
+    if any(row["status"] not in ("reached", "budget") for row in rows):
+        return None
+    values = [{point["step"]: point["value"] for point in row["curve"]} for row in rows]
+    shared = [point for point in rows[0]["curve"]
+              if all(point["step"] in run for run in values)]
+    curve = [{**point, "value": sum(run[point["step"]] for run in values) / len(values)}
+             for point in shared]
+    crossing = next((point for point in curve if point["value"] >= benchmark.target), None)
+    return {"runs": [row["name"] for row in rows],
+            "finals": [row["curve"][-1]["value"] if row["curve"] else None for row in rows],
+            "curve": curve,
+            "steps_to_target": crossing and crossing["step"],
+            "flops_to_target": crossing and crossing["flops"],
+            "seconds_to_target": crossing and crossing["seconds"]}
 
 
 def reference_value_at(curve: list[dict], at_flops: float) -> float | None:
@@ -116,28 +151,40 @@ def build(benchmark) -> dict:
     timings = timing.read(benchmark.out_dir)
     recipes = [recipe_results(benchmark, recipe, timings and timings["phases"])
                for recipe in benchmark.spec.recipes]
-    reference = next(r for r in recipes if r["name"] == benchmark.spec.reference_recipe)
+    reference = next(r for r in recipes if r["name"] == benchmark.spec.reference_row().name)
+    pooled = (reference_mean(benchmark, timings and timings["phases"])
+              if len(benchmark.spec.reference_rows()) > 1 else None)
+    if pooled is not None:
+        # Replicates: every ratio is against the runs' mean curve, not one run.
+        reference = {**reference, "curve": pooled["curve"],
+                     **{f"{key}_to_target": pooled[f"{key}_to_target"]
+                        for key in ("steps", "flops", "seconds")}}
     for result in recipes:
         last = result["curve"][-1] if result["curve"] else None
         result["reference_at_same_flops"] = (
-            None if last is None or result is reference
+            None if last is None or result["name"] == reference["name"]
             else reference_value_at(reference["curve"], last["flops"]))
         for key in ("flops", "seconds", "steps"):
             theirs = reference.get(f"{key}_to_target")
             result[f"{key}_vs_reference"] = _ratio(result.get(f"{key}_to_target"), theirs)
             if "steps_spent" in result:
                 result[f"{key}_spent_vs_reference"] = _ratio(result[f"{key}_spent"], theirs)
+    target = benchmark.target
     results = {"benchmark": benchmark.spec.name, "profile": benchmark.profile,
-               "target": {"metric": benchmark.spec.target.metric, "value": benchmark.target,
+               "target": {"metric": benchmark.spec.target.metric,
+                          "value": None if math.isinf(target) else target,
                           "source": benchmark.target_source},
-               "reference_recipe": benchmark.spec.reference_recipe,
+               "reference_recipe": benchmark.spec.reference_row().name,
+               "reference_group": benchmark.spec.reference_recipe,
+               "reference_mean": pooled,
+               "budgets": benchmark.fixed_budgets(),
                "eval_overrides": benchmark.spec.eval_overrides,
                "flops_formula": flops.FORMULA,
                "timing": timings, "recipes": recipes, "quality": [], "goal": None}
     if os.path.isdir(os.path.join(benchmark.out_dir, quality.QUALITY_DIR)):
         study = quality.QualityStudy(benchmark, quality.recipes_to_show(benchmark, results))
         results["quality"] = quality.summarize(study.cells(execute=False),
-                                               benchmark.spec.reference_recipe)
+                                               benchmark.spec.reference_row().name)
         by_name = {r["name"]: r for r in recipes}
         arm_steps = benchmark.spec.reference_step_arms()
         for row in results["quality"]:
@@ -152,11 +199,78 @@ def build(benchmark) -> dict:
                 row["checkpoint_at"] = "target"
                 row["checkpoint_step"] = by_name[row["recipe"]].get("steps_to_target")
         spec = benchmark.spec.quality
+        if spec.verdict is not None:
+            results["verdict"] = pooled_verdict(results, spec.tasks, spec.verdict)
         results["goal"] = goal(results, spec.tasks, spec.goal_wall_fraction)
         if spec.extended_grids:
             results["goal_extended_grid"] = goal(results, spec.tasks, spec.goal_wall_fraction,
                                                  grid=quality.EXTENDED_GRID)
     return results
+
+
+def pooled_verdict(results: dict, tasks: list[str], settings) -> dict:
+    """The pre-registered verdict on every fine-tuned recipe other than the reference.
+
+    Each recipe's replicates are its pretraining runs, each row's seed scores (on the
+    study's grid: with `quality.learning_rates`, the fixed rate's) that run's fine-tuning
+    scores; `verdict.judge` compares them with the reference's, in points.
+
+    Args:
+      results: `build`'s results, with their quality rows.
+      tasks: `quality.tasks`.
+      settings: the `spec.VerdictSpec`.
+    """
+    groups = {r["name"]: r["group"] for r in results["recipes"]}
+    scores = {}  # group -> task -> [seed scores in points, one list per run]
+    for row in results["quality"]:
+        group = groups.get(row["recipe"])
+        if group is None or row["grid"] != quality.STUDY_GRID or not row["complete"]:
+            continue  # a step arm, another grid, or not finished
+        scores.setdefault(group, {}).setdefault(row["task"], []).append(
+            [100 * score for score in row["scores"]])
+    reference = scores.get(results["reference_group"], {})
+    expected = {group: sum(1 for r in results["recipes"] if r["group"] == group)
+                for group in scores}
+    candidates = []
+    for group, by_task in scores.items():
+        if group == results["reference_group"]:
+            continue
+        judged = verdict_lib.judge(by_task, reference, tasks, margin=settings.margin,
+                                   resamples=settings.resamples,
+                                   confidence=settings.confidence, seed=settings.seed)
+        runs = {task: len(by_task.get(task, [])) for task in tasks}
+        candidates.append({"recipe": group, "runs": runs, "expected_runs": expected[group],
+                           **judged})
+    return {"margin": settings.margin, "confidence": settings.confidence,
+            "resamples": settings.resamples, "seed": settings.seed, "tasks": tasks,
+            "reference_runs": {task: len(reference.get(task, [])) for task in tasks},
+            "candidates": candidates}
+
+
+def verdict_markdown(results: dict) -> list[str]:
+    """The report's section on the pre-registered verdict (none before `--quality`)."""
+    verdict = results.get("verdict")
+    if not verdict or not verdict["candidates"]:
+        return []
+    share = f"{100 * verdict['confidence']:.0f} %"
+    lines = ["", "## Pre-registered verdict", "",
+             f"Candidate mean minus reference mean (points; an arm's mean is the mean over "
+             f"its pretraining runs of each run's mean over fine-tuning seeds), with a {share} "
+             f"hierarchical bootstrap interval ({verdict['resamples']:,} draws of runs, then of "
+             f"seeds within each run; seed {verdict['seed']}). A candidate keeps quality when "
+             f"every lower bound is above -{verdict['margin']:g}. Reference runs per task: "
+             + ", ".join(f"{task} {n}" for task, n in verdict["reference_runs"].items()) + ".",
+             "", "| recipe | " + " | ".join(verdict["tasks"]) + " | keeps quality |",
+             "|---|" + "---|" * len(verdict["tasks"]) + "---|"]
+    for c in verdict["candidates"]:
+        by_task = {d["task"]: d for d in c["differences"]}
+        cells = [("pending" if task not in by_task else
+                  f"{by_task[task]['difference']:+.2f} [{by_task[task]['low']:+.2f}, "
+                  f"{by_task[task]['high']:+.2f}] (runs {c['runs'][task]})")
+                 for task in verdict["tasks"]]
+        kept = {True: "yes", False: "no", None: "pending"}[c["keeps_quality"]]
+        lines.append(f"| {c['recipe']} | " + " | ".join(cells) + f" | {kept} |")
+    return lines
 
 
 def goal(results: dict, tasks: list[str], wall_fraction: float,
@@ -181,8 +295,9 @@ def goal(results: dict, tasks: list[str], wall_fraction: float,
     candidates = []
     for name in dict.fromkeys(row["recipe"] for row in results["quality"]):
         recipe = by_name.get(name)
-        if recipe is None or name == results["reference_recipe"]:
-            continue  # the reference itself, or one of its step arms
+        reference = results.get("reference_group", results["reference_recipe"])
+        if recipe is None or recipe.get("group", name) == reference:
+            continue  # the reference itself (a run of it), or one of its step arms
         wall = recipe.get("seconds_spent_vs_reference" if recipe["train_to_budget"]
                           else "seconds_vs_reference")
         verdicts = [cells[name, task]["within_reference_spread"] if (name, task) in cells
@@ -254,7 +369,9 @@ def markdown(results: dict) -> str:
     """The text of report.md, from `build`'s results."""
     target = results["target"]
     timings = results["timing"]
-    lines = [f"# Time to train: {target['metric']} >= {100 * target['value']:.2f} % held out",
+    value = ("(pending: the reference's runs)" if target["value"] is None
+             else f"{100 * target['value']:.2f} %")
+    lines = [f"# Time to train: {target['metric']} >= {value} held out",
              "",
              f"Profile `{results['profile']}`. Target: {target['source']}; measured on the same "
              f"held-out batches for every recipe ({', '.join(results['eval_overrides'])}). "
@@ -327,6 +444,7 @@ def markdown(results: dict) -> str:
                          f"{p['prediction_slots']} | {p['nsp_slots']} | {p['optimizer']}, "
                          f"{p['learning_rate']:g} | {p['flops_per_step'] / 1e9:.4g} |")
     lines += quality_markdown(results)
+    lines += verdict_markdown(results)
     lines += goal_markdown(results)
     lines += ["", "Plots: `plots/accuracy_vs_flops.png`, `plots/accuracy_vs_wall_time.png` "
               "(after a timing run).", ""]
@@ -434,8 +552,9 @@ def plot(results: dict, plots_dir: str) -> None:
                 ax.plot([p[key] / scale for p in points], [100 * p["value"] for p in points],
                         "-", label=r["label"] or r["name"], linewidth=1.2,
                         color=colours[i % len(colours)])
-        ax.axhline(100 * target["value"], color="black", linestyle="--", linewidth=0.8,
-                   label=f"target {100 * target['value']:.2f} %")
+        if target["value"] is not None:
+            ax.axhline(100 * target["value"], color="black", linestyle="--", linewidth=0.8,
+                       label=f"target {100 * target['value']:.2f} %")
         ax.set_xlabel(label)
         ax.set_ylabel(f"held-out {target['metric']} (%)")
         ax.grid(alpha=0.3)

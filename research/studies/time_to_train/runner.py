@@ -5,6 +5,7 @@ Layout of the output directory:
     corpus/                          the study corpus (train/ and heldout/ shards)
     runs/<recipe>/<phase>/           one trainer model_dir per phase
     runs/<reference>/<phase>/kept/   its checkpoints at `quality.reference_steps`
+    budgets.json                     the steps fixed for `wall_fraction` recipes
     timing/, timing.json             the timing run (`research.studies.time_to_train.timing`)
     results.json, report.md, plots/  rewritten after every phase
 
@@ -26,9 +27,11 @@ so the watch also copies the reference recipe's checkpoints at
 
 import glob
 import json
+import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -55,8 +58,11 @@ POLL_SECONDS = 2.0
 HELD_OUT_DATA_FIELDS = ("eval_files", "vocab_file", "lower_case", "short_seq_prob",
                         "sentence_pairs", "whole_word_masking", "documents_per_window",
                         "shuffle_buffer_size", "packing", "max_sequences_per_row",
-                        "packing_window", "seed", "mask_token_fraction", "keep_token_fraction",
+                        "packing_window", "mask_token_fraction", "keep_token_fraction",
                         "random_token_fraction")
+# Where the steps of every `wall_fraction` recipe's fill_budget phase are fixed when it
+# first trains, so a later timing run never changes a budget already trained to.
+BUDGETS_FILE = "budgets.json"
 HELD_OUT_TRAINER_FIELDS = ("eval_steps", "eval_batch_size")
 
 
@@ -142,24 +148,52 @@ class Benchmark:
         self.out_dir = os.path.abspath(out_dir)
         self.profile = profile
         self.log = log
+        self._target = None
         if target is not None:
-            self.target, self.target_source = float(target), "given on the command line"
+            self._target, self.target_source = float(target), "given on the command line"
         elif spec.target.value is not None:
-            self.target, self.target_source = spec.target.value, "set in the config"
+            self._target, self.target_source = spec.target.value, "set in the config"
+        elif spec.target.from_reference:
+            self.target_source = (f"the mean final held-out {spec.target.metric} of the "
+                                  f"{len(spec.reference_rows())} runs of recipe "
+                                  f"{spec.reference_recipe!r}")
         else:
-            self.target = spec_lib.target_value(spec)
+            self._target = spec_lib.target_value(spec)
             self.target_source = (f"the final held-out {spec.target.metric} of "
                                   f"{spec.target.from_record}")
         names = [recipe.name for recipe in spec.recipes]
-        unknown = sorted(set(recipes or ()) - set(names))
+        groups = list(dict.fromkeys(recipe.group for recipe in spec.recipes))
+        unknown = sorted(set(recipes or ()) - set(names) - set(groups))
         if unknown:
             raise ValueError(f"unknown recipe(s) {', '.join(map(repr, unknown))}; recipes of "
-                             f"{spec.name!r}: {', '.join(names)}")
-        self.recipes = [spec.recipe(name) for name in recipes] if recipes else spec.recipes
+                             f"{spec.name!r}: {', '.join(dict.fromkeys(groups + names))}")
+        # A recipe with replicates stands for all of them.
+        self.recipes = ([row for name in recipes
+                         for row in (spec.replicates(name) if name not in names
+                                     else [spec.recipe(name)])]
+                        if recipes else spec.recipes)
         self.vocab_file = os.path.join(shared_data.data_dir(), spec.vocab_file)
         self._corpus = None
 
+    @property
+    def target(self) -> float:
+        """The target value; with `target.from_reference`, infinity until every run of the
+        reference has finished (nothing has reached it before)."""
+        if self._target is not None:
+            return self._target
+        finals = [self.final_value(recipe) for recipe in self.spec.reference_rows()]
+        return math.inf if None in finals else statistics.fmean(finals)
+
+    def final_value(self, recipe) -> float | None:
+        """The target metric of a recipe's last evaluation, once its last phase finished."""
+        results = sweep.finished_results(self.phase_dir(recipe, recipe.phases[-1]))
+        return None if results is None else float(results["metrics"][self.spec.target.metric])
+
     # -- paths and configs ---------------------------------------------------------
+
+    def timing_key(self, recipe, phase) -> str:
+        """The `timing.json` entry of a phase: replicates share their first row's timing."""
+        return f"{self.spec.replicates(recipe.group)[0].name}/{phase.name}"
 
     def phase_dir(self, recipe, phase):
         return os.path.join(self.out_dir, "runs", recipe.name, phase.name)
@@ -188,10 +222,81 @@ class Benchmark:
                 _json_override("data.vocab_file", self.vocab_file),
                 f"data.lower_case={str(self.spec.lower_case).lower()}",
                 f"model.encoder.vocab_size={_vocab_size(self.vocab_file)}",
-                *self.spec.overrides, *phase.overrides,
+                *self.spec.overrides, *phase.overrides, *self._budget_overrides(recipe, phase),
                 f"trainer.eval_every={every}", f"trainer.checkpoint_every={every}",
                 f"trainer.steps_per_loop={every}",
                 *self.spec.eval_overrides, *extra]
+
+    def _budget_overrides(self, recipe, phase):
+        if not phase.fill_budget:
+            return []
+        steps = self.fixed_budgets().get(recipe.group)
+        return [] if steps is None else [f"trainer.train_steps={steps}",
+                                         f"optimizer.decay_steps={steps}"]
+
+    def fixed_budgets(self) -> dict[str, int]:
+        """`{recipe group: steps of its fill_budget phase}` fixed so far (BUDGETS_FILE)."""
+        path = os.path.join(self.out_dir, BUDGETS_FILE)
+        if not os.path.isfile(path):
+            return {}
+        with open(path, encoding="utf-8") as f:
+            return {group: entry["steps"] for group, entry in json.load(f).items()}
+
+    def fill_budget_steps(self, recipe) -> int:
+        """The steps of the recipe's fill_budget phase, fixed in BUDGETS_FILE on first call.
+
+        Its wall time budget is `wall_fraction` x the reference's mean wall time to the
+        target (`report.reference_mean`); the other phases' steps x their measured time
+        per step come off it, and the rest buys the fill phase's steps, rounded down to a
+        multiple of the recipe's eval_every.
+
+        Raises:
+          ValueError: the reference has not reached the target in every run, or the
+            timing run is missing, or the budget buys no evaluation interval.
+        """
+        from research.studies.time_to_train import report, timing
+
+        fixed = self.fixed_budgets()
+        if recipe.group in fixed:
+            return fixed[recipe.group]
+        timings = timing.read(self.out_dir)
+        reference = report.reference_mean(self, timings and timings["phases"])
+        if reference is None or reference["seconds_to_target"] is None:
+            raise ValueError(f"recipe {recipe.name!r} trains to {recipe.wall_fraction:g} of "
+                             "the reference's mean wall time to the target: train every run "
+                             f"of {self.spec.reference_recipe!r} and time every recipe "
+                             "(--timing_only) first")
+        seconds = recipe.wall_fraction * reference["seconds_to_target"]
+        fill = next(phase for phase in recipe.phases if phase.fill_budget)
+        per_step = {phase.name: timings["phases"][self.timing_key(recipe, phase)]
+                    ["seconds_per_step"] for phase in recipe.phases}
+        for phase in recipe.phases:
+            if phase is not fill:
+                seconds -= self.experiment(recipe, phase).trainer.train_steps * per_step[
+                    phase.name]
+        steps = int(seconds / per_step[fill.name]) // recipe.eval_every * recipe.eval_every
+        if steps < recipe.eval_every:
+            raise ValueError(f"recipe {recipe.name!r}: {recipe.wall_fraction:g} of the "
+                             "reference's wall time leaves its phase "
+                             f"{fill.name!r} {steps} steps, fewer than one evaluation interval")
+        path = os.path.join(self.out_dir, BUDGETS_FILE)
+        entries = {}
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                entries = json.load(f)
+        entries[recipe.group] = {
+            "steps": steps, "phase": fill.name, "wall_fraction": recipe.wall_fraction,
+            "reference_seconds_to_target": reference["seconds_to_target"],
+            "timing_started_utc": timings["started_utc"],
+            "fixed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        os.makedirs(self.out_dir, exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(entries, f, indent=1)
+        os.replace(path + ".tmp", path)
+        self.log(f"{recipe.group}: {fill.name} gets {steps} steps ({recipe.wall_fraction:g} "
+                 f"of the reference's {reference['seconds_to_target'] / 3600:.2f} h to the "
+                 "target)")
+        return steps
 
     def experiment(self, recipe, phase):
         """The resolved experiment of a phase (nothing is read but the config and vocab)."""
@@ -208,7 +313,7 @@ class Benchmark:
 
     def check_same_measurement(self):
         """Raises ConfigError when a phase's held-out batches differ from the reference's."""
-        reference = self.spec.recipe(self.spec.reference_recipe)
+        reference = self.spec.reference_row()
         expected = self._measurement(reference, reference.phases[-1])
         for recipe in self.spec.recipes:
             for phase in recipe.phases:
@@ -227,8 +332,11 @@ class Benchmark:
     def _measurement(self, recipe, phase):
         experiment = self.experiment(recipe, phase)
         data, trainer = experiment.data, experiment.trainer
-        length, predictions, rate = PretrainingTask(experiment).eval_settings()
+        task = PretrainingTask(experiment)
+        length, predictions, rate = task.eval_settings()
         found = {f"data.{name}": getattr(data, name) for name in HELD_OUT_DATA_FIELDS}
+        # Replicates train on other data seeds: the held-out batches' own seed must agree.
+        found["eval seed"] = task.eval_seed
         found.update({f"trainer.{name}": getattr(trainer, name)
                       for name in HELD_OUT_TRAINER_FIELDS})
         # An eval batch size of 0 means the training batch: compare what is used.
@@ -277,6 +385,8 @@ class Benchmark:
     def run_recipe(self, recipe):
         """Runs the recipe's phases in order until one reaches the target (with
         `train_to_budget`: all of them, to their last step)."""
+        if recipe.wall_fraction:
+            self.fill_budget_steps(recipe)
         previous, reached = None, False
         for phase in recipe.phases:
             state = self.phase_state(recipe, phase)
@@ -330,7 +440,7 @@ class Benchmark:
                 process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
                                            env=env, pass_fds=(lock.fileno(),))
                 keep = (self.spec.quality.reference_steps
-                        if recipe.name == self.spec.reference_recipe else [])
+                        if recipe.group == self.spec.reference_recipe else [])
                 stopped = self._watch(process, model_dir, keep,
                                       stop_at_target=not recipe.train_to_budget)
             seconds = time.monotonic() - started

@@ -31,6 +31,10 @@ class TargetSpec:
     value: float | None = None
     # Relative to the repository root.
     from_record: str = ""
+    # True: the mean over the reference recipe's runs (its `seeds`) of their final
+    # evaluation; the reference trains to its budget, and the target is known once every
+    # one of its runs has finished.
+    from_reference: bool = False
 
 
 @dataclasses.dataclass
@@ -40,6 +44,9 @@ class PhaseSpec:
     name: str = "main"
     config: str = ""
     overrides: list[str] = dataclasses.field(default_factory=list)
+    # In a recipe with `wall_fraction`: this phase's steps are what the wall time left
+    # after the other phases buys (its learning rate decays to 0 at its last step).
+    fill_budget: bool = False
 
 
 @dataclasses.dataclass
@@ -55,6 +62,20 @@ class RecipeSpec:
     # still reports its first crossing; its quality is measured on the model it ends with
     # (a recipe sized to a compute budget, judged on what that budget delivers).
     train_to_budget: bool = False
+    # Pretraining replicates: each seed sets runtime.seed and data.seed (initial weights,
+    # data order, pairs and masks) and becomes a row `<name>_seed<seed>` of its own,
+    # `replicate_of` this recipe (set when the file is read). Empty: one run.
+    seeds: list[int] = dataclasses.field(default_factory=list)
+    replicate_of: str = ""
+    # > 0: trained to this fraction of the reference's mean wall time to the target, the
+    # steps of its `fill_budget` phase fixed from the timing run and the reference's runs
+    # (`runner.Benchmark.fill_budget_steps`) when it first trains. Needs train_to_budget.
+    wall_fraction: float = 0.0
+
+    @property
+    def group(self) -> str:
+        """The recipe its replicates share (its own name when it has none)."""
+        return self.replicate_of or self.name
 
 
 @dataclasses.dataclass
@@ -78,6 +99,25 @@ class ExtendedGridSpec:
     # the chosen rate: whether a verdict hangs on the rate the first seed happened to pick.
     every_seed_for: list[str] = dataclasses.field(default_factory=list)
     every_seed_rates: list[float] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class TaskRateSpec:
+    """A learning rate fixed in advance for one task: no grid, no selection."""
+
+    task: str = ""
+    learning_rate: float = 0.0
+
+
+@dataclasses.dataclass
+class VerdictSpec:
+    """The pre-registered verdict (`research.studies.time_to_train.verdict`)."""
+
+    # The largest loss (points) allowed at the lower bound of any task's interval.
+    margin: float = 1.0
+    confidence: float = 0.90
+    resamples: int = 10000
+    seed: int = 0
 
 
 @dataclasses.dataclass
@@ -106,6 +146,13 @@ class QualitySpec:
     # the optimum: these tasks are fine-tuned again over the study's grid plus these rates
     # (the study's runs are reused), and reported, and judged, beside the study's grid.
     extended_grids: list[ExtendedGridSpec] = dataclasses.field(default_factory=list)
+    # Tasks fine-tuned at one rate fixed in advance (every seed at it), not over the grid.
+    learning_rates: list[TaskRateSpec] = dataclasses.field(default_factory=list)
+    # Fine-tuning seeds; empty: the study's.
+    seeds: list[int] = dataclasses.field(default_factory=list)
+    # Set: every fine-tuned recipe is judged against the reference by the hierarchical
+    # bootstrap (replicates pooled per recipe), beside the goal.
+    verdict: VerdictSpec | None = None
 
 
 @dataclasses.dataclass
@@ -133,6 +180,36 @@ class TimeToTrainSpec:
     def recipe(self, name: str) -> RecipeSpec:
         return next(recipe for recipe in self.recipes if recipe.name == name)
 
+    def replicates(self, group: str) -> list[RecipeSpec]:
+        """The rows of recipe `group`: its replicates, or the recipe itself."""
+        return [recipe for recipe in self.recipes if recipe.group == group]
+
+    def reference_rows(self) -> list[RecipeSpec]:
+        """The reference recipe's rows (its replicates, or itself)."""
+        return self.replicates(self.reference_recipe)
+
+    def reference_row(self) -> RecipeSpec:
+        """The row the per-row comparisons (speed-ups, held-out batches) are against: the
+        reference recipe, or its first replicate."""
+        return self.reference_rows()[0]
+
+    def expand_replicates(self) -> None:
+        """Replaces every recipe with `seeds` by one row per seed (see `RecipeSpec.seeds`)."""
+        expanded = []
+        for recipe in self.recipes:
+            if not recipe.seeds:
+                expanded.append(recipe)
+                continue
+            for seed in recipe.seeds:
+                seeded = [f"runtime.seed={seed}", f"data.seed={seed}"]
+                expanded.append(dataclasses.replace(
+                    recipe, name=f"{recipe.name}_seed{seed}",
+                    label=f"{recipe.label or recipe.name} (seed {seed})", seeds=[],
+                    replicate_of=recipe.name,
+                    phases=[dataclasses.replace(phase, overrides=[*phase.overrides, *seeded])
+                            for phase in recipe.phases]))
+        self.recipes = expanded
+
     def reference_step_arms(self) -> dict[str, int]:
         """`{arm name: step}` of `quality.reference_steps`: `<reference>_step<step>`."""
         return {f"{self.reference_recipe}_step{step}": step
@@ -144,15 +221,34 @@ class TimeToTrainSpec:
             raise config_lib.ConfigError(f"{source}: name is empty")
         names = [recipe.name for recipe in self.recipes]
         if not names or "" in names or len(set(names)) != len(names):
-            raise config_lib.ConfigError(f"{source}: recipes need distinct non-empty names, "
-                                         f"got {names}")
-        if self.reference_recipe not in names:
+            raise config_lib.ConfigError(f"{source}: recipes need distinct non-empty names "
+                                         f"(replicates: <name>_seed<seed>), got {names}")
+        groups = list(dict.fromkeys(recipe.group for recipe in self.recipes))
+        if self.reference_recipe not in groups:
             raise config_lib.ConfigError(f"{source}: reference_recipe {self.reference_recipe!r} "
-                                         f"is not a recipe ({names})")
-        if self.target.value is None and not self.target.from_record:
-            raise config_lib.ConfigError(f"{source}: target needs a value or from_record")
+                                         f"is not a recipe ({groups})")
+        if self.target.value is None and not self.target.from_record \
+                and not self.target.from_reference:
+            raise config_lib.ConfigError(f"{source}: target needs a value or from_record (or "
+                                         "from_reference: true)")
+        reference_rows = self.reference_rows()
+        if self.target.from_reference and not all(r.train_to_budget for r in reference_rows):
+            raise config_lib.ConfigError(f"{source}: target.from_reference needs the reference "
+                                         f"recipe {self.reference_recipe!r} trained to its "
+                                         "budget (train_to_budget: true)")
         for recipe in self.recipes:
             where = f"{source}: recipe {recipe.name!r}"
+            filling = [phase.name for phase in recipe.phases if phase.fill_budget]
+            if recipe.wall_fraction:
+                if not 0 < recipe.wall_fraction <= 1 or not recipe.train_to_budget \
+                        or len(filling) != 1 or recipe.group == self.reference_recipe:
+                    raise config_lib.ConfigError(
+                        f"{where}: wall_fraction ({recipe.wall_fraction}) must be in (0, 1], "
+                        "on a recipe other than the reference, with train_to_budget: true and "
+                        f"exactly one phase with fill_budget (got {filling})")
+            elif filling:
+                raise config_lib.ConfigError(f"{where}: phases {filling} have fill_budget but "
+                                             "the recipe has no wall_fraction")
             if recipe.eval_every < 1:
                 raise config_lib.ConfigError(f"{where}: eval_every must be >= 1, got "
                                              f"{recipe.eval_every}")
@@ -162,12 +258,28 @@ class TimeToTrainSpec:
             for phase in recipe.phases:
                 if not phase.config:
                     raise config_lib.ConfigError(f"{where}: phase {phase.name!r} has no config")
-        unknown = [name for name in self.quality.recipes if name not in names]
+        unknown = [name for name in self.quality.recipes if name not in names + groups]
         if unknown:
             raise config_lib.ConfigError(f"{source}: quality.recipes {unknown} are not recipes "
-                                         f"({names})")
+                                         f"({groups})")
         if not self.quality.tasks:
             raise config_lib.ConfigError(f"{source}: quality.tasks is empty")
+        fixed = [rate.task for rate in self.quality.learning_rates]
+        strangers = [task for task in fixed if task not in self.quality.tasks]
+        if strangers or len(set(fixed)) != len(fixed) or any(
+                rate.learning_rate <= 0 for rate in self.quality.learning_rates):
+            raise config_lib.ConfigError(f"{source}: quality.learning_rates must give distinct "
+                                         f"tasks of quality.tasks {self.quality.tasks} a "
+                                         f"positive rate each, got {fixed}")
+        if len(set(self.quality.seeds)) != len(self.quality.seeds):
+            raise config_lib.ConfigError(f"{source}: quality.seeds must be distinct, got "
+                                         f"{self.quality.seeds}")
+        verdict = self.quality.verdict
+        if verdict is not None and (verdict.margin < 0 or verdict.resamples < 1
+                                    or not 0 < verdict.confidence < 1):
+            raise config_lib.ConfigError(f"{source}: quality.verdict needs margin >= 0, "
+                                         f"resamples >= 1 and confidence in (0, 1), got "
+                                         f"{verdict}")
         for grid in self.quality.extended_grids:
             if grid.task not in self.quality.tasks:
                 raise config_lib.ConfigError(f"{source}: quality.extended_grids task "
@@ -196,7 +308,7 @@ class TimeToTrainSpec:
         if not 0 < self.quality.goal_wall_fraction <= 1:
             raise config_lib.ConfigError(f"{source}: quality.goal_wall_fraction must be in "
                                          f"(0, 1], got {self.quality.goal_wall_fraction}")
-        every = self.recipe(self.reference_recipe).eval_every
+        every = self.reference_row().eval_every
         off_grid = [step for step in self.quality.reference_steps
                     if step < 1 or step % every]
         if off_grid:
@@ -245,6 +357,7 @@ def load(name: str, profile: str = "full") -> TimeToTrainSpec:
                                          f"{['full', *sorted(profiles)]}")
         values = study_spec.merge_profile(values, profiles[profile])
     spec = config_lib.from_dict(TimeToTrainSpec, values, source=path)
+    spec.expand_replicates()
     spec.validate(path)
     return spec
 
