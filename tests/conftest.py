@@ -5,6 +5,7 @@ is absent the test is skipped with the path in the reason, except under
 `BERT_TF_REQUIRE_DATA=1` (set by CI), where absence is a failure.
 """
 
+import json
 import os
 
 import pytest
@@ -14,16 +15,55 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from research import shared_data  # noqa: E402
 from tests.helpers import REQUIRE_DATA, require, require_shared  # noqa: E402
 
+# Measured seconds per test (setup, call and teardown), refreshed with
+# `--store-durations`; a test not listed yet counts as DEFAULT_SECONDS.
+DURATIONS_FILE = os.path.join(os.path.dirname(__file__), "durations.json")
+DEFAULT_SECONDS = 1.0
 
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each test's measured seconds into {DURATIONS_FILE}")
+
+
+def pytest_configure(config):
+    # pytest-xdist otherwise hands out files by their number of tests, which sends
+    # the costliest single-test files last (one process then runs them alone).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _load_durations():
+    try:
+        with open(DURATIONS_FILE, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` has deselected: only the chosen tests count
 def pytest_collection_modifyitems(config, items):
-    """Runs the files holding a test marked slow first, each file's tests together.
+    """Runs the costliest files first, each file's tests together in their order.
 
-    The suite runs in two processes (pytest-xdist, a file at a time): started
-    first, the long files run side by side, and the many short ones fill the
-    end, so neither process waits alone on a long file at the finish.
+    The suite runs in two processes (pytest-xdist, a file at a time): the long
+    files start side by side and the many short ones fill the end, so neither
+    process waits alone on a long file at the finish. A file's cost is the sum of
+    its selected tests' measured seconds.
     """
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    seconds = _load_durations()
+    cost, first_index = {}, {}
+    for index, item in enumerate(items):
+        cost[item.path] = cost.get(item.path, 0.0) + seconds.get(item.nodeid, DEFAULT_SECONDS)
+        first_index.setdefault(item.path, index)
+    items.sort(key=lambda item: (-cost[item.path], first_index[item.path]))
+
+
+_MEASURED = {}
+
+
+def pytest_runtest_logreport(report):
+    """Adds up each test's phases (on pytest-xdist's controller, from its workers)."""
+    _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
 
 
 def _peak_resident_mb():
@@ -34,10 +74,16 @@ def _peak_resident_mb():
 
 
 def pytest_sessionfinish(session):
-    """Each pytest-xdist worker hands its peak resident memory to the controller."""
+    """Workers hand their peak resident memory over; the controller stores durations."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["peak_resident_mb"] = _peak_resident_mb()
+    elif session.config.getoption("store_durations") and _MEASURED:
+        durations = {**_load_durations(),
+                     **{nodeid: round(value, 2) for nodeid, value in _MEASURED.items()}}
+        with open(DURATIONS_FILE, "w", encoding="utf-8") as f:
+            json.dump(dict(sorted(durations.items())), f, indent=0)
+            f.write("\n")
 
 
 _WORKER_PEAKS = {}

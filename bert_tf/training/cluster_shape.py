@@ -34,6 +34,8 @@ import json
 
 import tensorflow as tf
 
+from bert_tf.checkpoints import readable
+
 # The checkpoint key of the record (`tf.train.Checkpoint(cluster_shape=ShapeRecord(...))`).
 RECORD_KEY = "cluster_shape/.ATTRIBUTES/VALUE"
 # A checkpoint's input state, when it is kept in the checkpoint itself.
@@ -129,7 +131,7 @@ class ShapeRecord(tf.__internal__.tracking.Trackable):
 
 def read_saved_shape(prefix: str) -> SavedShape | None:
     """The `SavedShape` recorded in checkpoint `prefix`; None for a checkpoint without one."""
-    reader = tf.train.load_checkpoint(prefix)
+    reader = readable.checkpoint_reader(prefix)
     if not reader.has_tensor(RECORD_KEY):
         return None
     value = reader.get_tensor(RECORD_KEY)
@@ -153,7 +155,7 @@ def newest_saved_shape(model_dir: str) -> tuple[SavedShape | None, str | None]:
 
 def has_input_state(prefix: str) -> bool:
     """Whether checkpoint `prefix` holds an input state of its own (a one-pipeline run)."""
-    return tf.train.load_checkpoint(prefix).has_tensor(INPUT_KEY)
+    return readable.checkpoint_reader(prefix).has_tensor(INPUT_KEY)
 
 
 def usable_replica_counts(global_batch_size: int, accumulation_steps: int = 1) -> list[int]:

@@ -58,12 +58,15 @@ def test_training_accuracy_at_end_averages_the_last_steps_only():
 
 
 @pytest.mark.long
-def test_ci_profile_runs_every_variant_reports_and_skips_what_is_finished(tmp_path, capsys):
+def test_ci_profile_runs_its_variants_reports_and_skips_what_is_finished(tmp_path, capsys):
+    # Three of the six variants (each a demo process): the paper's recipe, one of the
+    # one-phase runs at length 128 and the two-phase demo; the unit tests above check
+    # every variant's overrides.
     out = tmp_path / "demo_recipe"
-    assert demo_recipe.main(["--output_dir", str(out), "--profile", "ci"]) == 0
+    command = ["--output_dir", str(out), "--profile", "ci", "--variants", "paper,batch64,demo"]
+    assert demo_recipe.main(command) == 0
     results = json.loads((out / "results.json").read_text())
-    assert [v["name"] for v in results["variants"]] == ["paper", "no_dropout", "mixed",
-                                                         "batch64", "mask_30", "demo"]
+    assert [v["name"] for v in results["variants"]] == ["paper", "batch64", "demo"]
     for variant in results["variants"]:
         steps = [2, 4, 6, 8] if variant["name"] == "demo" else [2, 4]
         assert [step for step, _ in variant["curves"]["nsp_accuracy"]] == steps
@@ -79,5 +82,5 @@ def test_ci_profile_runs_every_variant_reports_and_skips_what_is_finished(tmp_pa
     assert "| 4 x 8 at 32, then 4 x 8 at 32 |" in report
     assert (out / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
     capsys.readouterr()
-    assert demo_recipe.main(["--output_dir", str(out), "--profile", "ci"]) == 0
-    assert capsys.readouterr().out.count(": finished") == 6
+    assert demo_recipe.main(command) == 0
+    assert capsys.readouterr().out.count(": finished") == 3

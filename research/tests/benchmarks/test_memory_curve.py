@@ -14,15 +14,16 @@ import pytest
 from research.benchmarks import memory_curve, memory_curve_report
 from tests.helpers import require_shared
 
-# The bound of the test run: no sample of anonymous resident memory from the CI
-# profile's warm-up step (150) to 300 more than 3 % (about 20 MB of 655) above the memory
-# at that step, none more than 5 % away from it (the criterion for 3,000 steps; a
-# run of 300 has fewer steps to leak over). The trainer hands freed heap memory back to the
-# OS at every checkpoint (every 10 steps here), so memory saws by about 1-2 % between
-# them: one run peaked at +2.1 % mid-run and ended at -0.2 % (2026-11-27), hence 3 %, not
-# 2 %. A retrace of the evaluation step at every evaluation (a deliberate regression) grew
-# the run's memory by 14 % before traced graphs were freed, by 4.9 % after, and by
-# 10.7 % with the heap release (2026-11-27): it still fails this bound.
+# The bounds of the test run, against the anonymous resident memory at the CI profile's
+# warm-up step (150, about 655 MB): at the end (the median of the last loop's samples) at
+# most 3 % above it, and no sample more than 5 % away from it (the criterion for
+# 3,000 steps, through `flat`). The trainer hands freed heap memory back to the OS at
+# every checkpoint (every 10 steps here), so memory saws between them: one run peaked at
+# +2.1 % mid-run and ended at -0.2 % (2026-11-27); one beside another test process on a
+# Zen 1 peaked at +3.3 % and ended at +1.2 % (2026-12-01). A leak grows the end: a
+# retrace of the evaluation step at every evaluation (a deliberate regression) grew the
+# run's memory by 14 % before traced graphs were freed, by 4.9 % after, and by 10.7 %
+# with the heap release (2026-11-27): it fails the end bound.
 GROWTH_BOUND = 0.03
 
 
@@ -99,8 +100,8 @@ def test_resident_memory_stays_flat_over_many_checkpoints_and_evaluations(ci_run
     # The cadence points ran: a checkpoint and an evaluation every 10 steps.
     assert log.count("saved checkpoint") == 30 and log.count("INFO eval at step") == 30
     assert verdict["samples_after_warmup"] >= 20
-    assert verdict["max_change"] <= GROWTH_BOUND, (
-        f"resident memory grew more than {GROWTH_BOUND:.0%} after step {warmup}: "
+    assert verdict["end_change"] <= GROWTH_BOUND, (
+        f"resident memory grew more than {GROWTH_BOUND:.0%} from step {warmup} to the end: "
         f"{verdict['warmup_mb']:.0f} MB at step {warmup}, {verdict['min_mb']:.0f}-"
         f"{verdict['max_mb']:.0f} MB after, {verdict['end_mb']:.0f} MB at the end")
     assert verdict["flat"] is True
