@@ -23,9 +23,7 @@ without weights is pretrained again by the runner when none of its fine-tuning
 runs has finished yet (see `research.studies.runner`).
 """
 
-import filecmp
 import os
-import shutil
 import time
 from collections.abc import Callable, Collection
 
@@ -33,6 +31,7 @@ from bert_tf import sweep
 from bert_tf.checkpoints import native
 from bert_tf.training.run_lock import LOCK_FILE as TRAINER_LOCK_FILE
 from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
+from research import portable_paths
 from research.studies import report, scalars
 from research.studies.units import LOCK_FILE, TIMES_FILE, lock_file
 
@@ -81,14 +80,32 @@ def _record_paths(run_dir):
     return sorted(paths, key=lambda path: (path == EVAL_RESULTS_FILE, path == WEIGHTS_INDEX))
 
 
-def copy_if_changed(source, destination):
-    """Copies `source` over `destination` (atomically) unless both hold the same bytes."""
-    if os.path.isfile(destination) and filecmp.cmp(source, destination, shallow=False):
-        return
+def copy_if_changed(source: str, destination: str,
+                    rewrite: Callable[[str, str], str] | None = None):
+    """Copies `source` over `destination` (atomically) unless both hold the same bytes.
+
+    Args:
+      source: the file copied.
+      destination: its copy's path (folders created as needed).
+      rewrite: `(file name, text) -> text` applied to what is written, e.g. the
+        machine paths of a record made portable (`portable_paths.rewriter`).
+    """
+    with open(source, "rb") as f:
+        data = f.read()
+    if rewrite is not None:
+        try:
+            data = rewrite(os.path.basename(source), data.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            pass  # not text: copied as it is
+    if os.path.isfile(destination):
+        with open(destination, "rb") as f:
+            if f.read() == data:
+                return
     os.makedirs(os.path.dirname(destination), exist_ok=True)
     temporary = f"{destination}.tmp-{os.getpid()}"
     try:
-        shutil.copyfile(source, temporary)
+        with open(temporary, "wb") as f:
+            f.write(data)
         os.replace(temporary, destination)
     finally:
         # Nothing half-copied is left to be committed with the records.
@@ -96,17 +113,24 @@ def copy_if_changed(source, destination):
             os.remove(temporary)
 
 
-def copy_run(source_root, destination_root, run):
+def copy_run(source_root: str, destination_root: str, run: str,
+             rewrite: Callable[[str, str], str] | None = None):
     """Makes the destination's record of `run` the source's.
 
     A run trained in the source has its `scalars.json` written (or brought up
     to date) from its event files first: a run trained again (a pretraining
     whose record had no weights) has new curves.
+
+    Args:
+      source_root: the folder holding the run (an output directory or records).
+      destination_root: the folder the run's record goes to.
+      run: the run's folder, relative to both roots.
+      rewrite: as in `copy_if_changed`.
     """
     scalars.write_from_events(os.path.join(source_root, run))
     for path in _record_paths(os.path.join(source_root, run)):
         copy_if_changed(os.path.join(source_root, run, path),
-                         os.path.join(destination_root, run, path))
+                        os.path.join(destination_root, run, path), rewrite)
 
 
 def _drop_event_files(record_dir):
@@ -149,7 +173,8 @@ def _keep_weights(run_dir, record_dir):
             native.save_final_weights(run_dir, record_dir)
 
 
-def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> list[str]:
+def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = (),
+         output_dir: str | None = None) -> list[str]:
     """Copies the report and every finished run's record from `out_dir` to `records_dir`.
 
     Files already equal are left alone, so saving after every cell costs little
@@ -162,20 +187,25 @@ def save(out_dir: str, records_dir: str, keep_weights: Collection[str] = ()) -> 
       records_dir: where the records go (created if missing).
       keep_weights: runs (paths relative to `out_dir`, e.g. "pretraining/mlm_nsp")
         whose final weights are kept in their record once they are finished.
+      output_dir: the study's output directory when `out_dir` is a folder inside it;
+        its paths are written `OUTPUT_DIR/...` in the records (`portable_paths`).
 
     Returns:
       The finished runs (relative paths) now recorded.
     """
+    # Records name no folder of this machine: the data, output and package paths portable.
+    rewrite = portable_paths.rewriter(output_dir or out_dir)
     runs = finished_runs(out_dir)
     for run in runs:
         if run in keep_weights:
             # Before the record's evaluation file: a record that says finished has its weights.
             _keep_weights(os.path.join(out_dir, run), os.path.join(records_dir, run))
-        copy_run(out_dir, records_dir, run)
+        copy_run(out_dir, records_dir, run, rewrite)
         _drop_event_files(os.path.join(records_dir, run))
     for name in REPORT_FILES:
         if os.path.isfile(os.path.join(out_dir, name)):
-            copy_if_changed(os.path.join(out_dir, name), os.path.join(records_dir, name))
+            copy_if_changed(os.path.join(out_dir, name), os.path.join(records_dir, name),
+                            rewrite)
     plots = os.path.join(out_dir, report.PLOTS_DIR)
     if os.path.isdir(plots):
         for name in sorted(os.listdir(plots)):

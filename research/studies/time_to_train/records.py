@@ -12,6 +12,7 @@ from the records alone.
 
 import os
 
+from research import portable_paths
 from research.studies import records as study_records
 from research.studies import scalars
 from research.studies.time_to_train import quality, report, runner, timing
@@ -29,18 +30,20 @@ def save(benchmark, records_dir: str) -> list[str]:
       The recorded phase folders, relative to the benchmark's output directory.
     """
     out_dir = benchmark.out_dir
+    # Records name no folder of this machine (`research.portable_paths`).
+    rewrite = portable_paths.rewriter(out_dir)
     recorded = []
     for recipe in benchmark.spec.recipes:
         for phase in recipe.phases:
             run = os.path.relpath(benchmark.phase_dir(recipe, phase), out_dir)
             if scalars.event_files(os.path.join(out_dir, run)):
-                study_records.copy_run(out_dir, records_dir, run)
+                study_records.copy_run(out_dir, records_dir, run, rewrite)
                 recorded.append(run)
     for name in (report.RESULTS_FILE, report.REPORT_FILE, timing.TIMING_FILE,
                  runner.BUDGETS_FILE):
         if os.path.isfile(os.path.join(out_dir, name)):
             study_records.copy_if_changed(os.path.join(out_dir, name),
-                                          os.path.join(records_dir, name))
+                                          os.path.join(records_dir, name), rewrite)
     plots = os.path.join(out_dir, report.PLOTS_DIR)
     if os.path.isdir(plots):
         for name in sorted(os.listdir(plots)):
@@ -48,5 +51,6 @@ def save(benchmark, records_dir: str) -> list[str]:
                                           os.path.join(records_dir, report.PLOTS_DIR, name))
     tuned = os.path.join(out_dir, quality.QUALITY_DIR)
     if os.path.isdir(tuned):
-        study_records.save(tuned, os.path.join(records_dir, quality.QUALITY_DIR))
+        study_records.save(tuned, os.path.join(records_dir, quality.QUALITY_DIR),
+                           output_dir=out_dir)
     return recorded
