@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from bert_tf.checkpoints import native
+from research import portable_paths
 from research.studies import spec as spec_lib
 
 pytestmark = pytest.mark.long
@@ -62,9 +63,9 @@ def test_ci_profile_runs_every_stage_and_resumes(tmp_path, shared_file):
     assert "| stsb | pearson |" in report and "Held-out at step 8" in report
     for plot in ("pretraining.png", "dev_scores.png"):
         assert (out / "plots" / plot).read_bytes()[:4] == b"\x89PNG"
-    # The records hold the report, the three runs and the pretraining's final weights
-    # (no training checkpoints, no fine-tuned weights).
-    assert (kept / "report.md").read_text() == report
+    # The records hold the report (its machine paths portable), the three runs and the
+    # pretraining's final weights (no training checkpoints, no fine-tuned weights).
+    assert (kept / "report.md").read_text() == portable_paths.portable(report, str(out))
     assert not list(kept.rglob("ckpt-*")) and not list(kept.rglob("*.weights.h5"))
     assert [p.relative_to(kept).as_posix() for p in kept.rglob("weights.index")] == [
         "pretraining/mlm_nsp/weights.index"]
