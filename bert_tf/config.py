@@ -6,6 +6,7 @@ dotted key and the file. YAML is read with `yaml.safe_load` (no code runs).
 """
 
 import dataclasses
+import difflib
 import types
 import typing
 
@@ -16,6 +17,21 @@ from bert_tf import storage
 
 class ConfigError(ValueError):
     """A config file or override does not fit the config's schema."""
+
+
+def nearest(name: str, choices, prefix: str = "", count: int = 3) -> str:
+    """`"; did you mean 'a' or 'b'?"` for the choices closest to `name`, else "".
+
+    Args:
+      name: what the user wrote (one key, or a preset name).
+      choices: the valid names in the same place.
+      prefix: written before each suggestion (the dotted path of the keys' section).
+      count: at most this many suggestions.
+    """
+    close = difflib.get_close_matches(name, list(choices), n=count, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(prefix + choice) for choice in close) + "?"
 
 
 def _field_types(cls):
@@ -77,8 +93,9 @@ def from_dict(cls, values, source="config", prefix=""):
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(names))
     if unknown:
+        hint = nearest(unknown[0], names) if len(unknown) == 1 else ""
         raise ConfigError(
-            f"{source}: unknown key(s) {[prefix + k for k in unknown]}; "
+            f"{source}: unknown key(s) {[prefix + k for k in unknown]}{hint}; "
             f"expected keys of {cls.__name__}: {names}")
     converted = {name: _convert(value, hints[name], prefix + name, source)
                  for name, value in values.items()}
@@ -111,9 +128,11 @@ def apply_overrides(config, overrides, source="--set"):
         parts = key.strip().split(".")
         for depth, part in enumerate(parts):
             if not isinstance(node, dict) or part not in node:
+                section = "".join(f"{name}." for name in parts[:depth])
+                hint = nearest(part, node, section) if isinstance(node, dict) else ""
                 raise ConfigError(
                     f"{source}: unknown key {'.'.join(parts[:depth + 1])!r} in override "
-                    f"{override!r}")
+                    f"{override!r}{hint}")
             if depth == len(parts) - 1:
                 node[part] = yaml.safe_load(raw)
             else:

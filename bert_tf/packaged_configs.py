@@ -7,6 +7,7 @@ package; `--config path/to/run.yaml` names a file. An existing file wins.
 
 import importlib.resources
 
+from bert_tf import config as config_lib
 from bert_tf import storage
 
 PACKAGE = "bert_tf.configs"
@@ -43,6 +44,7 @@ def resolve(name_or_path: str) -> str:
         candidate = importlib.resources.files(PACKAGE).joinpath(group, f"{stem}.yaml")
         if candidate.is_file():
             return str(candidate)
+    presets = packaged_names()
     raise FileNotFoundError(
-        f"--config {name_or_path}: no such file, and no preset of that name; presets: "
-        f"{', '.join(packaged_names())}")
+        f"--config {name_or_path}: no such file, and no preset of that name"
+        f"{config_lib.nearest(name, presets)}; presets: {', '.join(presets)}")

@@ -78,3 +78,20 @@ def test_dump_round_trips(tmp_path):
     path = os.path.join(tmp_path, "params.yaml")
     config.dump_config(original, path)
     assert config.load_config(Experiment, path) == original
+
+
+def test_a_mistyped_key_or_preset_suggests_the_nearest_valid_ones(tmp_path):
+    from bert_tf import packaged_configs
+
+    with pytest.raises(config.ConfigError) as raised:
+        config.load_config(Experiment, None, ["optimizer.warmup_step=5"])
+    assert "did you mean 'optimizer.warmup_steps'?" in str(raised.value)
+    with pytest.raises(config.ConfigError) as raised:
+        config.load_config(Experiment, _write(tmp_path, "optimizer:\n  learning_rat: 0.1\n"))
+    assert "did you mean 'learning_rate'?" in str(raised.value)
+    with pytest.raises(config.ConfigError) as raised:
+        config.load_config(Experiment, None, ["optimizer.zzz=1"])
+    assert "did you mean" not in str(raised.value)  # nothing close: no guess
+    with pytest.raises(FileNotFoundError) as raised:
+        packaged_configs.resolve("finetune/glue_mrcp")
+    assert "did you mean 'finetune/glue_mrpc'" in str(raised.value)

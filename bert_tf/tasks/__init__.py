@@ -75,7 +75,8 @@ def task_class(name: str) -> type:
       ConfigError: no task of that name.
     """
     if name not in TASKS:
-        raise config_lib.ConfigError(f"unknown task {name!r}; expected one of {sorted(TASKS)}")
+        raise config_lib.ConfigError(f"unknown task {name!r}{config_lib.nearest(name, TASKS)}; "
+                                     f"expected one of {sorted(TASKS)}")
     return TASKS.lookup(name)
 
 

@@ -73,9 +73,11 @@ def test_unknown_keys_and_wrong_types_name_the_key(tmp_path):
         load("bert_mini", "optimizer.learning_rate=fast")
     bad = tmp_path / "bad.yaml"
     bad.write_text("task: pretraining\ndata:\n  max_seq_lenght: 128\n")
-    with pytest.raises(config_lib.ConfigError, match=r"bad\.yaml.*data\.max_seq_lenght"):
+    with pytest.raises(config_lib.ConfigError,
+                       match=r"bad\.yaml.*data\.max_seq_lenght'\]; did you mean 'max_seq_length'"):
         tasks.load_experiment(str(bad))
-    with pytest.raises(config_lib.ConfigError, match="unknown task 'pretrainig'"):
+    with pytest.raises(config_lib.ConfigError,
+                       match="unknown task 'pretrainig'; did you mean 'pretraining'"):
         bad.write_text("task: pretrainig\n")
         tasks.load_experiment(str(bad))
     with pytest.raises(config_lib.ConfigError, match="max_to_keep must be >= 2"):
