@@ -86,19 +86,8 @@ def test_python_m_bert_tf_lists_the_commands(installed):
     assert "  train " in result.stdout and "  demo " in result.stdout
 
 
-def test_train_runs_a_packaged_config_by_name(installed, shared_file):
-    python, env, work, _ = installed
-    corpus = shared_file("corpus", "sample_text.txt")
-    vocab = shared_file("vocab", "bert-base-uncased-vocab.txt")
-    _run([python, "-m", "bert_tf.train", "--config", "pretrain/bert_tiny",
-          "--model_dir", str(work / "tiny"), "--set", f"data.train_files=['{corpus}']",
-          "--set", f"data.vocab_file={vocab}", "--set", "model.encoder.vocab_size=30522",
-          "--set", "trainer.train_steps=2", "--set", "trainer.checkpoint_every=2",
-          "--set", "runtime.mixed_precision=float32", *TINY_MODEL], work, env)
-    assert (work / "tiny" / "ckpt-2.index").exists()
-
-
 def test_the_demo_takes_its_first_steps(installed):
+    # The demo trains the packaged `pretrain/demo` config by name, from the wheel's copy.
     python, env, work, _ = installed
     _run([python, "-m", "bert_tf.demo", "--model_dir", str(work / "demo"),
           "--set", "trainer.train_steps=2", "--set", "trainer.checkpoint_every=2",

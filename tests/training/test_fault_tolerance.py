@@ -110,19 +110,16 @@ def _kill_and_resume(experiment_path, uninterrupted, model_dir):
     return kill_step
 
 
-def test_sigkill_at_a_random_step_then_resume_gives_identical_weights(
-        experiment_path, uninterrupted, tmp_path):
-    kill_step = _kill_and_resume(experiment_path, uninterrupted, tmp_path)
+def test_a_packed_run_killed_at_a_random_step_resumes_to_identical_weights(
+        packed_experiment_path, tmp_path_factory, tmp_path):
+    # Packed rows carry the richest input state; the SIGTERM and damaged-checkpoint tests
+    # below resume the unpacked pipeline.
+    uninterrupted = _uninterrupted_run(packed_experiment_path, tmp_path_factory)
+    kill_step = _kill_and_resume(packed_experiment_path, uninterrupted, tmp_path)
     # TensorBoard: each tag's steps strictly increase across the restart.
     for (subdir, tag), steps in event_steps(tmp_path).items():
         assert steps == sorted(set(steps)), (subdir, tag, steps, kill_step)
     assert event_steps(tmp_path)[("train", "losses/loss")] == list(range(1, TRAIN_STEPS + 1))
-
-
-def test_packed_run_killed_and_resumed_gives_identical_weights(
-        packed_experiment_path, tmp_path_factory, tmp_path):
-    uninterrupted = _uninterrupted_run(packed_experiment_path, tmp_path_factory)
-    _kill_and_resume(packed_experiment_path, uninterrupted, tmp_path)
 
 
 def test_sigterm_stops_at_the_next_step_saves_and_resumes(experiment_path, uninterrupted,

@@ -193,11 +193,12 @@ def test_ci_profile_runs_the_round_in_order_and_resumes(tmp_path, shared_file):
     assert params["trainer"]["train_steps"] == params["optimizer"]["decay_steps"] == steps
     assert (params["data"]["masked_lm_prob"], params["data"]["masked_lm_prob_end"]) == \
         (0.30, 0.15)
-    # Fine-tuning: every run of every arm, at the fixed rate, on both seeds; the verdict.
+    # Fine-tuning: every run of every arm, at the fixed rate, on the profile's seed; the
+    # verdict.
     _run(out, "--quality")
     for arm in ("baseline_seed0", "baseline_seed1", "mask_schedule_seed0"):
         assert sorted(p.name for p in (out / "quality" / "finetune" / arm / "stsb").iterdir()) \
-            == ["lr0.0001_seed0", "lr0.0001_seed1"]
+            == ["lr0.0001_seed0"]
     results = json.loads((out / "results.json").read_text())
     (candidate,) = results["verdict"]["candidates"]
     assert candidate["recipe"] == "mask_schedule" and candidate["keeps_quality"] is not None
