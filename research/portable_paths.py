@@ -61,6 +61,12 @@ def replacements(output_dir: str | None = None) -> list[tuple[str, str]]:
     return sorted(unique.items(), key=lambda pair: len(pair[0]), reverse=True)
 
 
+def _replace_all(text: str, pairs: list[tuple[str, str]]) -> str:
+    for path, name in pairs:
+        text = text.replace(path, name)
+    return text
+
+
 def portable(text: str, output_dir: str | None = None) -> str:
     """`text` with every machine path of `replacements(output_dir)` rewritten.
 
@@ -68,16 +74,18 @@ def portable(text: str, output_dir: str | None = None) -> str:
       text: a record file's text.
       output_dir: the output directory the record is saved from, if any.
     """
-    for path, name in replacements(output_dir):
-        text = text.replace(path, name)
-    return text
+    return _replace_all(text, replacements(output_dir))
 
 
 def rewriter(output_dir: str | None) -> Callable[[str, str], str]:
-    """`(file name, text) -> text` for records saved from `output_dir`; non-text kept."""
+    """`(file name, text) -> text` for records saved from `output_dir`; non-text kept.
+
+    The replacements are worked out once, for every file of a save.
+    """
+    pairs = replacements(output_dir)
 
     def rewrite(name: str, text: str) -> str:
-        return portable(text, output_dir) if name.endswith(TEXT_SUFFIXES) else text
+        return _replace_all(text, pairs) if name.endswith(TEXT_SUFFIXES) else text
 
     return rewrite
 
