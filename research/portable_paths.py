@@ -22,7 +22,7 @@ import sys
 import sysconfig
 from collections.abc import Callable
 
-from research import shared_data
+from tests import shared_data
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTPUT_DIR = "OUTPUT_DIR"

@@ -12,7 +12,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from research import shared_data  # noqa: E402
+from tests import shared_data  # noqa: E402
 from tests.helpers import REQUIRE_DATA, require, require_shared  # noqa: E402
 
 # Measured seconds per test (setup, call and teardown), refreshed with

@@ -76,7 +76,7 @@ def packaged_copy(*parts):
 
 def require_shared(*parts):
     """A file under ../shared/data, else a packaged copy of it, else skip (or fail in CI)."""
-    from research import shared_data
+    from tests import shared_data
 
     path = shared_data.data_path(*parts)
     if not os.path.exists(path):

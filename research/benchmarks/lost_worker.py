@@ -30,14 +30,14 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
-from research import shared_data
 from research.benchmarks import machine
+from tests import shared_data
+from tests.ports import free_ports
 
 LOST_WORKER_EXIT_CODE = 75  # bert_tf.training.trainer.LOST_WORKER_EXIT_CODE (no TF import here)
 TRAINER = {"global_batch_size": 8, "steps_per_loop": 2, "checkpoint_every": 4,
@@ -69,21 +69,6 @@ def build_parser():
     parser.add_argument("--vocab_file",
                         default=shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"))
     return parser
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` TCP ports on localhost that were free a moment ago (for a local cluster).
-
-    Args:
-      count: how many ports.
-    """
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def prepare_corpus(source, output_dir):

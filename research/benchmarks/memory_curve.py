@@ -43,8 +43,8 @@ import sys
 import threading
 import time
 
-from research import shared_data
 from research.benchmarks import machine
+from tests import shared_data
 
 RUN_DIR = "run"
 LOG_FILE = "train.log"

@@ -44,8 +44,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from research import shared_data  # noqa: E402
 from research.benchmarks import machine  # noqa: E402
+from tests import shared_data  # noqa: E402
 
 PARTS = ("padding", "pretrain_128", "pretrain_512", "finetune_sst2", "finetune_mrpc", "serve")
 # (rows per batch, masked LM predictions per sequence) at each pretraining length:

@@ -35,7 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from research import shared_data  # noqa: E402
+from tests import shared_data  # noqa: E402
 
 # BERT's corpus format already (one sentence per line, blank line between documents).
 DEFAULT_CORPUS = ("corpus/sample_text.txt",)

@@ -28,7 +28,7 @@ import tensorflow as tf
 from bert_tf.data import pretraining
 from bert_tf.data.sentence_split import write_sentence_per_line
 from bert_tf.text.tokenizer import BertTokenizer
-from research import shared_data
+from tests import shared_data
 
 _REQUIRED_SPEEDUP = 10.0
 

@@ -28,8 +28,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from research import shared_data  # noqa: E402
 from research.benchmarks.tokenizer import load_sentences  # noqa: E402
+from tests import shared_data  # noqa: E402
 
 LABELS = ["negative", "positive"]
 

@@ -37,10 +37,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from research import shared_data  # noqa: E402
 from research.benchmarks import machine  # noqa: E402
 from research.benchmarks.serve import LABELS, _percentile  # noqa: E402
 from research.benchmarks.tokenizer import load_sentences  # noqa: E402
+from tests import shared_data  # noqa: E402
 
 SIGNATURES = {"text": "serving_default", "token_ids": "serve_token_ids"}
 BATCH_SIZES = (1, 32)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from research import shared_data
+from tests import shared_data
 
 # task -> (metric, the export output it is computed from)
 TASKS = {"sst2": ("accuracy", "logits"), "mrpc": ("accuracy", "logits"),

@@ -72,8 +72,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from research import shared_data  # noqa: E402
 from research.benchmarks import machine  # noqa: E402
+from tests import shared_data  # noqa: E402
 
 BASELINE = "export_ids"
 CONTENDERS = ("export_text", "export_ids", "export_int8", "ort_fp32", "ort_int8")

@@ -19,7 +19,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from research import shared_data  # noqa: E402
+from tests import shared_data  # noqa: E402
 
 
 def build_parser():

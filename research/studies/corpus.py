@@ -1,6 +1,6 @@
 """The study's pretraining corpus: every offline text in `../shared/`, with held-out documents.
 
-Sources (all under `research.shared_data.data_dir()/corpus/`), each cut into
+Sources (all under `tests.shared_data.data_dir()/corpus/`), each cut into
 documents the way its text is organised:
 
 | source | document |
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from bert_tf.data import sentence_split, wikipedia
-from research import shared_data
+from tests import shared_data
 
 MANIFEST = "manifest.json"
 WIKIPEDIA_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -178,7 +178,7 @@ def build_corpus(out_dir, holdout_every=20, num_shards=4, seed=0, data_dir=None)
       holdout_every: every this-many-th document of each source is held out (>= 2).
       num_shards: how many training files the shuffled documents go into.
       seed: the seed of the document shuffle.
-      data_dir: the shared data folder (default `research.shared_data.data_dir()`).
+      data_dir: the shared data folder (default `tests.shared_data.data_dir()`).
 
     Returns:
       A `CorpusFiles`.

@@ -32,11 +32,11 @@ import yaml
 
 from bert_tf import sweep
 from bert_tf.training.trainer import PARAMS_FILE
-from research import shared_data
 from research.studies import corpus as corpus_lib
 from research.studies import records, report
 from research.studies import spec as spec_lib
 from research.studies.units import LOCK_FILE, TrainUnit, lock_file
+from tests import shared_data
 
 CORPUS_LOCK = "corpus.lock"
 

@@ -38,7 +38,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 STUDY_CONFIG_DIR = os.path.join(REPO_ROOT, "research", "configs")
 INIT_KINDS = ("pretrained", "random", "minilm")
 # Held-out pretraining metrics a table can show (research.studies.report computes perplexity).
-# Stands for the shared data folder (research.shared_data.data_dir()) in fine-tuning
+# Stands for the shared data folder (tests.shared_data.data_dir()) in fine-tuning
 # overrides, e.g. data.train_file="{data_dir}/squad/dev-v1.1.json".
 DATA_DIR_PLACEHOLDER = "{data_dir}"
 PRETRAINING_METRICS = ("mlm_perplexity", "mlm_accuracy", "nsp_accuracy")
@@ -161,7 +161,7 @@ class StudySpec:
     name: str = ""
     description: str = ""
     corpus: CorpusSpec = dataclasses.field(default_factory=CorpusSpec)
-    # Relative to the shared data folder (research.shared_data.data_dir()).
+    # Relative to the shared data folder (tests.shared_data.data_dir()).
     vocab_file: str = "vocab/bert-base-uncased-vocab.txt"
     lower_case: bool = True
     pretraining: list[RunSpec] = dataclasses.field(default_factory=list)

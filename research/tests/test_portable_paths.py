@@ -4,8 +4,9 @@ import json
 import os
 import sys
 
-from research import portable_paths, shared_data
+from research import portable_paths
 from research.studies import records
+from tests import shared_data
 
 RECORDS = os.path.join(portable_paths.REPO_ROOT, "research", "records")
 

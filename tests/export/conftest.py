@@ -1,14 +1,23 @@
 """Session-wide tiny exports of every task kind, shared by the export tests.
 
 Models: the real uncased vocab (30,522 tokens), hidden 32, 2 layers, random
-weights. Each export takes a few seconds, so each kind is exported once.
+weights. An export takes 10-20 s, so each kind is exported once per test run:
+the test processes (pytest-xdist workers) share one folder of exports, and a
+process that finds a kind exported rebuilds only its model (seeded, so the same
+weights, which it checks).
 """
 
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
 from collections.abc import Mapping
 
+import numpy as np
 import pytest
 
-from research import shared_data
+from tests import shared_data
 from tests.export.export_helpers import TASKS, build_model
 from tests.helpers import require
 
@@ -28,14 +37,33 @@ def tokenizer(vocab_file):
     return BertTokenizer(vocab_file, lower_case=True)
 
 
+def weights_fingerprint(model):
+    """A digest of `model`'s weights: the same digest, the same model."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path):
+    """Holds an exclusive lock on `path` (created if missing) across processes."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class Exports(Mapping):
     """`{kind: (model, task record, export path)}` of every kind in `TASKS`, each built when
-    first asked for, so a test process that serves three kinds pays for three exports (and
-    keeps three models), not six.
+    first asked for, so a test process that serves three kinds pays for three models, not
+    six; a kind another process has exported under `base` is not exported again.
 
     Args:
       tokenizer: the tokenizer every export embeds.
-      base: the directory the exports are written under.
+      base: the directory the exports are written under (shared by the test processes).
       quantization: None (float) or "int8", as `export_model` takes it.
     """
 
@@ -46,16 +74,30 @@ class Exports(Mapping):
         self._built = {}
 
     def __getitem__(self, kind):
-        from bert_tf.export import export_model
-
         if kind not in self._built:
             record = TASKS[kind]
             # Each kind keeps its own seed whatever order the kinds are built in.
             model = build_model(kind, record, seed=list(TASKS).index(kind))
-            self._built[kind] = (model, record, export_model(
-                model, self._tokenizer, str(self._base / kind), record,
-                quantization=self._quantization))
+            self._built[kind] = (model, record, self._export(kind, model, record))
         return self._built[kind]
+
+    def _export(self, kind, model, record):
+        from bert_tf.export import export_model
+
+        done_file = self._base / f"{kind}.done.json"
+        fingerprint = weights_fingerprint(model)
+        with _locked(self._base / f"{kind}.lock"):
+            if done_file.exists():
+                done = json.loads(done_file.read_text())
+                # Another process's export is of this model only if the seeded weights agree.
+                assert done["weights"] == fingerprint, (
+                    f"the {kind} model built here differs from the one exported at "
+                    f"{done['path']}: its seeded initialisation is not deterministic")
+                return done["path"]
+            path = export_model(model, self._tokenizer, str(self._base / kind), record,
+                                quantization=self._quantization)
+            done_file.write_text(json.dumps({"path": path, "weights": fingerprint}))
+            return path
 
     def __iter__(self):
         return iter(TASKS)
@@ -64,13 +106,24 @@ class Exports(Mapping):
         return len(TASKS)
 
 
+def shared_folder(tmp_path_factory, name):
+    """A folder every test process of this run sees: beside the workers' own temporary
+    folders under pytest-xdist, in the session's otherwise."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return tmp_path_factory.mktemp(name)
+    folder = tmp_path_factory.getbasetemp().parent / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def exports(tokenizer, tmp_path_factory):
     """The session's tiny exports (`Exports`), built on first use."""
-    return Exports(tokenizer, tmp_path_factory.mktemp("exports"))
+    return Exports(tokenizer, shared_folder(tmp_path_factory, "exports"))
 
 
 @pytest.fixture(scope="session")
 def int8_exports(tokenizer, tmp_path_factory):
     """The same models as `exports`, exported with `quantization="int8"`, built on first use."""
-    return Exports(tokenizer, tmp_path_factory.mktemp("int8_exports"), quantization="int8")
+    return Exports(tokenizer, shared_folder(tmp_path_factory, "int8_exports"),
+                   quantization="int8")

@@ -13,7 +13,7 @@ def tiny_checkpoint(tmp_path_factory):
     """A tiny random BERT encoder saved in bert_tf's format with Google's uncased vocab."""
     from bert_tf.checkpoints import loading
     from bert_tf.models.bert_encoder import BertEncoder
-    from research import shared_data
+    from tests import shared_data
 
     vocab = require(shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"),
                     "shared data file")

@@ -25,7 +25,7 @@ def config_overrides(config_name, **values):
 
     The library has no default data location; the tests read `../shared/data`.
     """
-    from research import shared_data
+    from tests import shared_data
 
     with open(config_path(config_name)) as f:
         task_name = yaml.safe_load(f)["task"]

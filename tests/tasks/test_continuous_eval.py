@@ -42,7 +42,7 @@ def stsb_run(tmp_path_factory):
     """A 6-step STS-B run with a checkpoint every 2 steps, all kept."""
     from bert_tf.checkpoints import loading
     from bert_tf.models.bert_encoder import BertEncoder
-    from research import shared_data
+    from tests import shared_data
 
     require(shared_data.data_path("glue", "STS-B", "dev.tsv"), "shared data file")
     root = tmp_path_factory.mktemp("stsb")
@@ -341,7 +341,7 @@ def test_a_run_that_never_starts_ends_after_the_timeout(tmp_path, capsys):
 @pytest.mark.long
 def test_watching_a_run_while_it_trains(tmp_path):
     """The trainer and the watcher as two processes, the watcher started first."""
-    from research import shared_data
+    from tests import shared_data
 
     require(shared_data.data_path("glue", "STS-B", "dev.tsv"), "shared data file")
     vocab_size = _tiny_vocab(tmp_path / "vocab.txt")

@@ -20,7 +20,7 @@ NUM_DEV = 12
 
 
 def _run(config_name, task_dir, tmp_path_factory, checkpoint):
-    from research import shared_data
+    from tests import shared_data
 
     require(shared_data.data_path("glue", task_dir, "dev.tsv"), "shared data file")
     model_dir = tmp_path_factory.mktemp(config_name) / "run"
@@ -135,7 +135,7 @@ def test_impossible_options_are_refused_before_the_model(mrpc_run, tmp_path, cap
 @pytest.mark.slow
 def test_predict_without_a_test_file_is_refused(mrpc_run, tmp_path, capsys, no_model):
     """A GLUE folder holding only the dev file: predict's default (test) has nothing to read."""
-    from research import shared_data
+    from tests import shared_data
 
     (tmp_path / "glue" / "MRPC").mkdir(parents=True)
     os.symlink(shared_data.data_path("glue", "MRPC", "dev.tsv"),

@@ -103,7 +103,7 @@ def start_workers(command, count=2):
 
     Returns the processes (stdout and stderr together in `stdout`).
     """
-    from research.benchmarks.lost_worker import free_ports
+    from tests.ports import free_ports
 
     workers = [f"localhost:{port}" for port in free_ports(count)]
     processes = []

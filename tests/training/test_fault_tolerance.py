@@ -31,7 +31,7 @@ TRAIN_STEPS = 16
 
 
 def _write_experiment(tmp_path_factory, bert_corpus, **data):
-    from research import shared_data
+    from tests import shared_data
 
     vocab = shared_data.data_path("vocab", "bert-base-uncased-vocab.txt")
     experiment = tiny_experiment(bert_corpus, vocab, data=data, trainer={

@@ -21,7 +21,7 @@ from conftest import (
 )
 
 from bert_tf.training import strategies, trainer
-from research.benchmarks.lost_worker import free_ports
+from tests.ports import free_ports
 
 NO_DROPOUT = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
                           "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,

@@ -41,12 +41,12 @@ from bert_tf import config as config_lib
 from bert_tf import sweep, tasks
 from bert_tf.checkpoints import readable
 from bert_tf.tasks.pretraining import PretrainingTask
-from research import shared_data
 from research.studies import corpus as corpus_lib
 from research.studies import scalars, units
 from research.studies import spec as study_spec
 from research.studies.time_to_train import flops
 from research.studies.time_to_train import spec as spec_lib
+from tests import shared_data
 
 CORPUS_LOCK = "corpus.lock"
 KEPT_DIR = "kept"

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from research import shared_data
 from research.benchmarks import serving_latency
+from tests import shared_data
 from tests.helpers import require, require_shared
 
 # A benchmark's own run: the second test command (-m long).

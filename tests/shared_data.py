@@ -10,7 +10,7 @@ overrides the data folder and `BERT_TF_REFERENCE` the reference folder.
 import json
 import os
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # research/ -> repo
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/ -> repo
 _SHARED_ROOT = os.path.join(os.path.dirname(_REPO_ROOT), "shared")
 
 
