@@ -433,14 +433,22 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
                          "needs a batch_size and starts at epoch 0, example 0 (a run resumes "
                          f"through its iterator checkpoint); got batch_size={batch_size}, "
                          f"epoch={epoch}, start_example={start_example}")
-    documents = corpus.document_dataset(
-        file_patterns, input_context=input_context, cycle_length=options.cycle_length,
-        num_parallel_calls=num_parallel_calls)
-    if options.holdout_every:
-        documents = corpus.holdout_split(documents, options.holdout_every, held_out)
+    def share_documents(context):
+        documents = corpus.document_dataset(
+            file_patterns, input_context=context, cycle_length=options.cycle_length,
+            num_parallel_calls=num_parallel_calls)
+        if options.holdout_every:
+            documents = corpus.holdout_split(documents, options.holdout_every, held_out)
+        return documents
+
+    documents = share_documents(input_context)
     pipeline_id = input_context.input_pipeline_id if input_context is not None else 0
     # Eagerly, before the flat_map below traces anything.
     vocab, masker = _prepare(tokenizer, vocab_file, options)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        # An epoch without an example would make the endless epoch loop below spin.
+        _check_shares(share_documents, input_context, file_patterns=file_patterns,
+                      held_out=held_out)
 
     def one_epoch(current_epoch):
         skip = tf.where(current_epoch == epoch, tf.cast(start_example, tf.int64), 0)
@@ -465,6 +473,37 @@ def pretraining_dataset(file_patterns, tokenizer, vocab_file=None, *, batch_size
     if per_replica is not None:
         dataset = dataset.batch(per_replica, drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+# Up to this many input pipelines, each checks every pipeline's share (a corpus that
+# cannot feed one worker then stops every worker at once); beyond, only its own.
+_CHECK_EVERY_SHARE_UP_TO = 8
+
+
+def _check_shares(share_documents, input_context, *, file_patterns, held_out):
+    """Raises ValueError if an input pipeline's share of the corpus holds no document.
+
+    Such a share makes no example in any epoch: its worker would loop over empty
+    epochs for ever inside its first step while the others wait for it. (A share
+    of one document makes examples every epoch.) Reads at most one document a share.
+    """
+    num_pipelines = input_context.num_input_pipelines
+    pipelines = (range(num_pipelines) if num_pipelines <= _CHECK_EVERY_SHARE_UP_TO
+                 else [input_context.input_pipeline_id])
+    for pipeline_id in pipelines:
+        context = tf.distribute.InputContext(num_pipelines, pipeline_id,
+                                             input_context.num_replicas_in_sync)
+        if int(share_documents(context).take(1).reduce(0, lambda count, _: count + 1)):
+            continue
+        files = corpus.list_files(file_patterns)
+        shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+        side = "held-out" if held_out else "training"
+        raise ValueError(
+            f"input pipeline {pipeline_id} of {num_pipelines} (one per worker) gets no "
+            f"{side} document from its share of the {len(files)} corpus file(s) {shown}: "
+            f"each worker needs documents of its own; give the corpus more documents, or at "
+            f"least {num_pipelines} files (a worker then reads files of its own), or train on "
+            "fewer workers")
 
 
 def _feature_shapes(options):

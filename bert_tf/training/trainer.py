@@ -566,7 +566,10 @@ class Trainer:
             self._evaluate_at(step, writers)
         progress = Progress(step, config.train_steps, self.stream)
         preemption = self._preemption_handler()
-        signals = None if preemption else StopOnSignal(self.stop_requested)
+        # Under TensorFlow's preemption handling that handler owns SIGTERM; this one then
+        # only bounds the wait for a step boundary.
+        signals = StopOnSignal(None if preemption else self.stop_requested,
+                               latest_checkpoint=lambda: self.checkpoint.manager.latest_checkpoint)
         train_metrics, eval_metrics = {}, {}
         # Freed heap memory goes back to the OS each loop (at most every 10 s) and
         # after each checkpoint and evaluation: see `heap_release`.
@@ -586,7 +589,7 @@ class Trainer:
                     sums, untimed, start = self._first_loop(step, boundary, progress,
                                                             preemption, signals)
                 else:
-                    sums = self._run_steps(boundary - step, preemption)
+                    sums = self._run_steps(boundary - step, preemption, signals)
                 seconds = max(time.monotonic() - start, 1e-9)
                 # Fewer than planned when a stop was requested inside the loop.
                 num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
@@ -602,7 +605,7 @@ class Trainer:
                 if failures >= config.max_consecutive_nonfinite:
                     self._roll_back(f"{failures} consecutive steps up to step {step} had a "
                                     "non-finite loss or gradients (their updates were skipped)")
-                stop = signals is not None and bool(self.stop_requested.numpy())
+                stop = bool(self.stop_requested.numpy())
                 at_eval_step = config.eval_every and step % config.eval_every == 0
                 # An evaluation that fails must not cost the steps before it.
                 at_eval_step = at_eval_step or step == config.train_steps
@@ -636,21 +639,26 @@ class Trainer:
             progress.finish()
             if profiling:
                 tf.profiler.experimental.stop()
-            if signals is not None:
-                signals.close()
+            signals.close()
             writers.close()
         return TrainingResult(step, train_metrics, eval_metrics, self._fingerprint())
 
-    def _run_steps(self, num_steps, preemption):
-        """Runs `num_steps` steps in one `train_loop` call; returns the metric sums as numpy."""
+    def _run_steps(self, num_steps, preemption, signals):
+        """Runs `num_steps` steps in one `train_loop` call; returns the metric sums as numpy.
+
+        The loop is under the signal deadline (`StopOnSignal`) while it runs."""
         watch = preemption.watch_preemption_scope() if preemption else contextlib.nullcontext()
+        step, start = int(self.step.numpy()), time.monotonic()
+        signals.loop_started(num_steps)
         try:
             with watch, self._stop_on_read_error("training"):
                 sums = self.train_step.train_loop(self.iterator, tf.constant(num_steps))
         except InputReadError as error:
             self._check_input_state(error)
             raise
-        return {key: value.numpy() for key, value in sums.items()}
+        sums = {key: value.numpy() for key, value in sums.items()}
+        signals.loop_finished(int(self.step.numpy()) - step, time.monotonic() - start)
+        return sums
 
     def _first_loop(self, step, boundary, progress, preemption, signals):
         """Runs the first loop of this process, from `step` to `boundary`.
@@ -668,14 +676,14 @@ class Trainer:
         logging.info("step %d: tracing the training step and filling the input pipeline "
                      "(once per process; progress follows this step)", step + 1)
         first_start = time.monotonic()
-        sums = self._run_steps(1, preemption)
+        sums = self._run_steps(1, preemption, signals)
         progress.update(step + 1, self.task.metrics(sums),
                         first_step_seconds=time.monotonic() - first_start)
-        stop = signals is not None and bool(self.stop_requested.numpy())
+        stop = bool(self.stop_requested.numpy())
         if boundary - step == 1 or stop:
             return sums, None, first_start
         rest_start = time.monotonic()
-        rest = self._run_steps(boundary - step - 1, preemption)
+        rest = self._run_steps(boundary - step - 1, preemption, signals)
         return {key: sums[key] + rest[key] for key in sums}, sums, rest_start
 
     def _fingerprint(self):

@@ -1,5 +1,6 @@
 """Tests of the dynamic pretraining pipeline (bert_tf.data.pretraining, sentence_pairs)."""
 
+import dataclasses
 import functools
 import glob
 import os
@@ -374,3 +375,29 @@ def test_clear_errors(sotu_corpus, tokenizer, tmp_path):
     small_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
     with pytest.raises(ValueError, match="vocab.txt"):
         _small_dataset(sotu_corpus, tokenizer, vocab_file=str(small_vocab))
+
+
+def test_a_worker_share_without_documents_is_refused_on_every_worker(shared_file, tokenizer,
+                                                                       vocab_file):
+    # BERT's sample_text.txt (one file, three documents) on two workers: documents are
+    # split by element (0 and 2, then 1), and holding out every 20th document of each
+    # share leaves worker 1 no training document, so its epochs are empty.
+    sample = shared_file("corpus", "sample_text.txt")
+    options = pretraining.PretrainingOptions(max_seq_length=32, max_predictions_per_seq=5,
+                                             documents_per_window=4, holdout_every=20)
+    # Worker 0 checks worker 1's share too: both stop before a step, neither waits.
+    with pytest.raises(ValueError) as refused:
+        pretraining.pretraining_dataset(sample, tokenizer, vocab_file, batch_size=8,
+                                        options=options, num_epochs=None,
+                                        input_context=tf.distribute.InputContext(2, 0, 2))
+    assert str(refused.value) == (
+        f"input pipeline 1 of 2 (one per worker) gets no training document from its share of "
+        f"the 1 corpus file(s) {sample}: each worker needs documents of its own; give the "
+        "corpus more documents, or at least 2 files (a worker then reads files of its own), "
+        "or train on fewer workers")
+    # Without the held-out split each share has a document, and trains.
+    dataset = pretraining.pretraining_dataset(
+        sample, tokenizer, vocab_file, batch_size=8, num_epochs=None,
+        options=dataclasses.replace(options, holdout_every=0),
+        input_context=tf.distribute.InputContext(2, 1, 2))
+    assert next(iter(dataset))["input_ids"].shape == (4, 32)
