@@ -77,9 +77,12 @@ def main(argv=None):
         # Formats without a tokenizer contract of their own ignore it.
         loading.save(model, args.output, args.target_format, vocab, lower_case,
                      result.tokenizer_contract)
-    except MissingDependencyError as e:  # writing Model Garden checkpoints
+    except MissingDependencyError as e:  # writing Model Garden checkpoints or KerasHub presets
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # a model the target format cannot hold, e.g. KerasHub's fixed GELU
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     report = {
         "input": storage.abspath(args.input),
         "input_format": result.format,
