@@ -270,9 +270,12 @@ def read_arrays(path: str, slots: list) -> dict:
 
     Raises:
       FileNotFoundError: no weights file.
-      ValueError: the weights do not fit the backbone that `config.json` describes.
+      ValueError: `path` is not local, or the weights do not fit the backbone that
+        `config.json` describes.
       MissingDependencyError: keras-hub is not installed.
     """
+    if storage.has_scheme(path):  # Keras reads weights files from local paths only
+        raise ValueError(f"{path}: KerasHub presets are read from local directories")
     weights = weights_file(path)
     keras_hub = _keras_hub(f"reading the KerasHub preset {path}")
     backbone = _build_backbone(read_config(path), keras_hub)
@@ -309,43 +312,46 @@ def to_backbone(encoder):
     return backbone
 
 
-def write_preset(model, directory: str, vocab_file: str | None = None,
+def write_preset(model, directory: str, vocab_file: str | None,
                  lower_case: bool | None = None) -> str:
     """Writes `model`'s encoder as a KerasHub preset that `BertBackbone.from_preset` loads.
 
-    With a vocabulary the preset also holds a `BertTokenizer` and a
-    `BertTextClassifierPreprocessor` padding to `max_position_embeddings`, so
+    The preset also holds a `BertTokenizer` and a `BertTextClassifierPreprocessor`
+    padding to `max_position_embeddings`, so
     `BertTextClassifier.from_preset(directory, num_classes=...)` takes raw strings.
     A pretrainer's MLM/NSP heads are not written.
 
     Args:
       model: a `BertEncoder` or `BertPretrainer`.
       directory: a local output directory (created).
-      vocab_file: the WordPiece vocabulary, with [PAD], [UNK], [CLS], [SEP] and [MASK].
+      vocab_file: the WordPiece vocabulary, with [PAD], [UNK], [CLS], [SEP] and [MASK];
+        required, as the presets this module reads ship one.
       lower_case: the tokenizer's casing (guessed from the vocabulary when None).
         Lower-casing also strips accents, as BERT's uncased tokenizer does.
 
     Raises:
-      ValueError: `directory` is not local, or the encoder does not fit `BertBackbone`
-        (see `to_backbone`).
+      ValueError: no `vocab_file`, `directory` is not local, or the encoder does not
+        fit `BertBackbone` (see `to_backbone`).
       MissingDependencyError: keras-hub is not installed.
     """
+    if not vocab_file:
+        raise ValueError(f"{directory}: a KerasHub preset ships its tokenizer; give the "
+                         "vocabulary (vocab_file, or --vocab_file)")
     if storage.has_scheme(directory):
         raise ValueError(f"{directory}: KerasHub presets are written to local directories")
+    from bert_tf.text import tokenizer_contract as contracts
+
     keras_hub = _keras_hub("the KerasHub export")
     backbone = to_backbone(getattr(model, "encoder", model))
+    if lower_case is None:
+        lower_case = contracts.guess_lower_case(vocab_file)
+    tokenizer = keras_hub.models.BertTokenizer(
+        vocabulary=contracts.read_vocab(vocab_file), lowercase=bool(lower_case),
+        strip_accents=bool(lower_case))
+    # KerasHub's preprocessors pad to 512 by default: longer than a smaller
+    # position table, so the classifier's preprocessor is written with ours.
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+        tokenizer, sequence_length=backbone.max_sequence_length)
     backbone.save_to_preset(directory)
-    if vocab_file:
-        from bert_tf.text import tokenizer_contract as contracts
-
-        if lower_case is None:
-            lower_case = contracts.guess_lower_case(vocab_file)
-        tokenizer = keras_hub.models.BertTokenizer(
-            vocabulary=contracts.read_vocab(vocab_file), lowercase=bool(lower_case),
-            strip_accents=bool(lower_case))
-        # KerasHub's preprocessors pad to 512 by default: longer than a smaller
-        # position table, so the classifier's preprocessor is written with ours.
-        preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
-            tokenizer, sequence_length=backbone.max_sequence_length)
-        preprocessor.save_to_preset(directory)  # with the tokenizer and its vocabulary
+    preprocessor.save_to_preset(directory)  # with the tokenizer and its vocabulary
     return directory

@@ -240,7 +240,7 @@ def test_a_vocabulary_of_another_size_is_refused(preset_copy):
 def test_an_exact_gelu_encoder_is_not_written(tmp_path, capsys):
     # BertBackbone has the tanh GELU only: writing an exact-GELU encoder would change it.
     native = str(tmp_path / "native")
-    loading.save(BertEncoder.from_encoder_config(TINY), native)
+    loading.save(BertEncoder.from_encoder_config(TINY), native, vocab_file=_vocab_file(tmp_path))
     out = str(tmp_path / "preset")
     assert convert.main(["--input", native, "--to", "kerashub", "--output", out]) == 2
     error = capsys.readouterr().err
@@ -256,8 +256,28 @@ def test_without_keras_hub_the_extra_is_named(kerashub_preset, tmp_path, capsys,
                              r"pip install 'bert_tf\[kerashub\]'$"):
         bert_tf.load_encoder(kerashub_preset[1])
     native = str(tmp_path / "native")
-    loading.save(_random_encoder(), native)
+    loading.save(_random_encoder(), native, vocab_file=_vocab_file(tmp_path))
     assert convert.main(["--input", native, "--to", "kerashub",
                          "--output", str(tmp_path / "preset")]) == 1
     assert capsys.readouterr().err == ("error: the KerasHub export needs the keras-hub package, "
                                        "which is not installed: pip install 'bert_tf[kerashub]'\n")
+
+
+def test_a_preset_is_written_with_its_vocabulary_to_a_local_directory(tmp_path, capsys):
+    # Every preset written reads back: the reader refuses a preset without a vocabulary.
+    native, out = str(tmp_path / "native"), str(tmp_path / "preset")
+    loading.save(_random_encoder(), native)
+    assert convert.main(["--input", native, "--to", "kerashub", "--output", out]) == 2
+    assert capsys.readouterr().err == (f"error: {out}: a KerasHub preset ships its tokenizer; "
+                                       "give the vocabulary (vocab_file, or --vocab_file)\n")
+    assert not os.path.exists(out)
+    vocab = _vocab_file(tmp_path)
+    assert convert.main(["--input", native, "--to", "kerashub", "--output", out,
+                         "--vocab_file", vocab]) == 0
+    assert loading.describe(out).tokenizer_contract["vocab_size"] == len(VOCAB)
+    with pytest.raises(ValueError, match="^gs://bucket/preset: KerasHub presets are written "
+                                         "to local directories$"):
+        keras_hub_preset.write_preset(_random_encoder(), "gs://bucket/preset", vocab)
+    with pytest.raises(ValueError, match="^gs://bucket/preset: KerasHub presets are read "
+                                         "from local directories$"):
+        keras_hub_preset.read_arrays("gs://bucket/preset", [])
