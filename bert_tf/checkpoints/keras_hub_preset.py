@@ -167,7 +167,11 @@ def weights_file(path: str) -> str:
 
 
 def _backbone_variables(backbone):
-    """{canonical name: KerasHub variable} of a `BertBackbone`."""
+    """{canonical name: KerasHub variable} of a `BertBackbone`.
+
+    TransformerEncoder keeps its sublayers in private attributes: the `kerashub`
+    extra pins keras-hub's minor version for them.
+    """
     variables = {
         "bert/embeddings/word_embeddings": backbone.token_embedding.embeddings,
         "bert/embeddings/token_type_embeddings": backbone.segment_embedding.embeddings,
