@@ -2,6 +2,7 @@
 
     python -m bert_tf.convert --from hf --input path/to/hf_model --to bert_tf --output out/
     python -m bert_tf.convert --from google --input uncased_L-12_H-768_A-12 --to hf --output out/
+    python -m bert_tf.convert --input bert_tf_dir/ --to kerashub --output kerashub_preset/
 
 Prints a report of what was loaded. A missing variable or a shape mismatch
 is an error naming the variable with its expected and found shapes.
@@ -19,11 +20,11 @@ def parse_args(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from", dest="source_format", metavar="FORMAT",
                         help="input format, detected when omitted: bert_tf, keras, hf, google, "
-                        "garden or another registered format")
+                        "garden, kerashub or another registered format")
     parser.add_argument("--input", required=True, help="checkpoint directory, file or prefix")
     parser.add_argument("--to", dest="target_format", metavar="FORMAT", default="bert_tf",
-                        help="output format (default bert_tf): bert_tf, hf, google, garden or "
-                        "another registered writable format")
+                        help="output format (default bert_tf): bert_tf, hf, google, garden, "
+                        "kerashub or another registered writable format")
     parser.add_argument("--output", required=True, help="output directory")
     parser.add_argument("--model", choices=("encoder", "pretrainer"), default="encoder",
                         help="convert the encoder only, or with its MLM/NSP heads")
@@ -76,9 +77,12 @@ def main(argv=None):
         # Formats without a tokenizer contract of their own ignore it.
         loading.save(model, args.output, args.target_format, vocab, lower_case,
                      result.tokenizer_contract)
-    except MissingDependencyError as e:  # writing Model Garden checkpoints
+    except MissingDependencyError as e:  # writing Model Garden checkpoints or KerasHub presets
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # a model the target format cannot hold, e.g. KerasHub's fixed GELU
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     report = {
         "input": storage.abspath(args.input),
         "input_format": result.format,

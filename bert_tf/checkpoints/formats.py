@@ -11,6 +11,8 @@ in detection order; `loading` and `python -m bert_tf.convert` read only it.
            sharded safetensors or `pytorch_model.bin`) or a weights file
   google   a Google TF1 checkpoint (`bert/...` names) with `bert_config.json`
   garden   a Model Garden checkpoint written as `tf.train.Checkpoint(encoder=...)`
+  kerashub a KerasHub BERT preset directory (`config.json` naming `BertBackbone`,
+           `model.weights.h5`, the tokenizer's vocabulary in `assets/tokenizer/`)
 
 Loading never executes code from a checkpoint: TF checkpoints and
 safetensors are read as data, PyTorch pickles only with
@@ -31,6 +33,7 @@ from bert_tf.checkpoints import (
     assign,
     google_tf1,
     hugging_face,
+    keras_hub_preset,
     model_garden,
     native,
     weight_map,
@@ -338,6 +341,41 @@ class ModelGardenFormat(TfCheckpointFormat):
         return model_garden.write_checkpoint(getattr(model, "encoder", model), directory)
 
 
+class KerasHubFormat(WeightsFormat):
+    """KerasHub `BertBackbone` presets (`keras_hub_preset`); encoder only.
+
+    The vocabulary is the preset's tokenizer asset, not a `vocab.txt` beside
+    the weights; a preset without one is refused.
+    """
+
+    name = "kerashub"
+
+    def detect(self, path):
+        return keras_hub_preset.is_preset(path)
+
+    def describe(self, path, hidden_act=None):
+        config, lower_case = self.read_config(path, hidden_act)
+        if hidden_act:
+            config = config.replace(hidden_act=hidden_act)
+        vocab = keras_hub_preset.vocab_file(path)
+        if lower_case is None:
+            lower_case = contracts.guess_lower_case(vocab)
+        contract = contracts.contract_from_vocab(vocab, lower_case)
+        if contract["vocab_size"] != config.vocab_size:
+            raise ValueError(f"{vocab}: {contract['vocab_size']} tokens; expected "
+                             f"vocabulary_size {config.vocab_size} from the preset's config.json")
+        return CheckpointInfo(self.name, config, contract, vocab)
+
+    def read_config(self, path, hidden_act):
+        return keras_hub_preset.read_config(path), keras_hub_preset.read_lower_case(path)
+
+    def read_arrays(self, path, slots):
+        return keras_hub_preset.read_arrays(path, slots)
+
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+        return keras_hub_preset.write_preset(model, directory, vocab_file, lower_case)
+
+
 # Format name -> format, in detection order: the first whose `detect` holds wins.
 FORMATS: Registry[CheckpointFormat] = Registry("checkpoint format", CheckpointFormat)
 
@@ -412,6 +450,6 @@ def detect_format(path: str) -> str:
 
 
 for _format in (NativeFormat(), KerasFormat(), HuggingFaceFormat(), GoogleFormat(),
-                ModelGardenFormat()):
+                ModelGardenFormat(), KerasHubFormat()):
     register_format(_format)
 del _format

@@ -64,18 +64,19 @@ def _assert_same_weights(a, b):
 
 
 def test_registry_order_is_the_detection_order():
-    assert tuple(formats.FORMATS) == ("bert_tf", "keras", "hf", "google", "garden")
-    assert formats.writable_formats() == ["bert_tf", "hf", "google", "garden"]
+    assert tuple(formats.FORMATS) == ("bert_tf", "keras", "hf", "google", "garden", "kerashub")
+    assert formats.writable_formats() == ["bert_tf", "hf", "google", "garden", "kerashub"]
     assert all(name == fmt.name for name, fmt in formats.FORMATS.items())
 
 
 def test_unknown_and_read_only_formats_name_the_known_ones(tmp_path):
     with pytest.raises(ValueError, match=r"unknown checkpoint format 'nope'; expected one of "
-                                         r"\('bert_tf', 'keras', 'hf', 'google', 'garden'\)"):
+                                         r"\('bert_tf', 'keras', 'hf', 'google', 'garden', "
+                                         r"'kerashub'\)"):
         loading.load_encoder(str(tmp_path), format="nope")
     encoder = BertEncoder.from_encoder_config(TINY)
     with pytest.raises(ValueError, match="cannot write format 'keras'; expected "
-                                         "bert_tf, hf, google or garden"):
+                                         "bert_tf, hf, google, garden or kerashub"):
         loading.save(encoder, str(tmp_path / "out"), format="keras")
     with pytest.raises(ValueError, match="a .keras file; load it"):
         loading.describe(str(tmp_path / "model.keras"), format="keras")

@@ -1,0 +1,283 @@
+"""KerasHub BERT presets, both ways: KerasHub's own BertBackbone is the reference.
+
+Every preset is built in-process and saved to a tmp directory; nothing is downloaded.
+Weights are randomised (biases and LayerNorm included) so that a swapped or
+mis-reshaped weight shows in the outputs.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+import keras_hub
+import numpy as np
+import pytest
+
+import bert_tf
+from bert_tf import convert
+from bert_tf.checkpoints import keras_hub_preset, loading, weight_map
+from bert_tf.models import BertEncoder
+from bert_tf.optional_imports import MissingDependencyError
+from tests.helpers import TINY, max_abs_diff, random_inputs
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["a", "sentence", "the", "film", "was", "good", "bad", "very", "not", "it"]
+VOCAB = SPECIALS + WORDS + [f"w{i}" for i in range(TINY.vocab_size - len(SPECIALS) - len(WORDS))]
+PARITY = 1e-5
+# A KerasHub backbone: tanh GELU, the only activation BertBackbone has.
+TANH_TINY = TINY.replace(hidden_act="gelu_tanh")
+
+
+def _randomise(variables, seed):
+    rng = np.random.default_rng(seed)
+    for variable in variables:
+        variable.assign(rng.normal(0.0, 0.2, tuple(variable.shape)).astype("float32"))
+
+
+def _kerashub_backbone(seed=0):
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=TINY.vocab_size, num_layers=TINY.num_layers, num_heads=TINY.num_heads,
+        hidden_dim=TINY.hidden_size, intermediate_dim=TINY.intermediate_size,
+        max_sequence_length=TINY.max_position_embeddings)
+    _randomise(backbone.weights, seed)
+    return backbone
+
+
+def _save_kerashub_preset(backbone, directory):
+    backbone.save_to_preset(directory)
+    keras_hub.models.BertTokenizer(vocabulary=VOCAB, lowercase=True).save_to_preset(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def kerashub_preset(tmp_path_factory):
+    """(the KerasHub backbone, its preset directory), shared: tests copy before they edit."""
+    backbone = _kerashub_backbone()
+    return backbone, _save_kerashub_preset(backbone, str(tmp_path_factory.mktemp("preset")))
+
+
+@pytest.fixture
+def preset_copy(kerashub_preset, tmp_path):
+    return shutil.copytree(kerashub_preset[1], str(tmp_path / "preset"))
+
+
+def _random_encoder(seed=1):
+    encoder = BertEncoder.from_encoder_config(TANH_TINY)
+    _randomise([slot.variable for slot in weight_map.encoder_slots(encoder)], seed)
+    return encoder
+
+
+def _vocab_file(tmp_path):
+    path = os.path.join(tmp_path, "vocab.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(VOCAB) + "\n")
+    return path
+
+
+def _differences(ours, theirs, inputs):
+    """(max |diff| of the sequence output on unpadded positions, of the pooled output)."""
+    mask = inputs["padding_mask"].astype(bool)
+    sequence = max_abs_diff(np.asarray(ours["sequence_output"])[mask],
+                            np.asarray(theirs["sequence_output"])[mask])
+    return sequence, max_abs_diff(ours["pooled_output"], theirs["pooled_output"])
+
+
+INPUTS = random_inputs(batch=3, length=16, pad_from=[16, 9, 4])
+
+
+def test_a_kerashub_preset_loads_with_kerashub_outputs(kerashub_preset):
+    backbone, preset = kerashub_preset
+    assert loading.detect_format(preset) == "kerashub"
+    encoder = bert_tf.load_encoder(preset)
+    assert encoder.encoder_config == TANH_TINY  # BertBackbone's GELU and epsilon
+    sequence, pooled = _differences(encoder(INPUTS, training=False),
+                                    backbone(INPUTS, training=False), INPUTS)
+    print(f"KerasHub -> bert_tf: sequence {sequence:.3g}, pooled {pooled:.3g}")
+    assert sequence <= PARITY and pooled <= PARITY
+    info = loading.describe(preset)
+    assert info.vocab_file == os.path.join(preset, keras_hub_preset.VOCAB_PATH)
+    assert info.tokenizer_contract["vocab_size"] == len(VOCAB)
+    assert info.tokenizer_contract["lower_case"] is True  # the tokenizer's `lowercase`
+
+
+def test_a_pretrainer_from_a_preset_gets_fresh_heads(kerashub_preset):
+    result = loading.load(kerashub_preset[1], "pretrainer")
+    assert result.format == "kerashub"
+    assert result.initialised and all(name.startswith("cls/") for name in result.initialised)
+
+
+def test_bert_tf_to_kerashub_and_back(tmp_path):
+    encoder = _random_encoder()
+    preset = str(tmp_path / "preset")
+    loading.save(encoder, preset, format="kerashub", vocab_file=_vocab_file(tmp_path),
+                 lower_case=True)
+    ours = encoder(INPUTS, training=False)
+    backbone = keras_hub.models.BertBackbone.from_preset(preset)
+    sequence, pooled = _differences(ours, backbone(INPUTS, training=False), INPUTS)
+    print(f"bert_tf -> KerasHub: sequence {sequence:.3g}, pooled {pooled:.3g}")
+    assert sequence <= PARITY and pooled <= PARITY
+
+    back = bert_tf.load_encoder(preset)
+    assert back.encoder_config == encoder.encoder_config
+    for a, b in zip(weight_map.encoder_slots(encoder), weight_map.encoder_slots(back),
+                    strict=True):
+        np.testing.assert_array_equal(a.variable.numpy(), b.variable.numpy(), err_msg=a.name)
+    assert max_abs_diff(back(INPUTS)["sequence_output"], ours["sequence_output"]) == 0.0
+
+
+@pytest.mark.slow  # compiles KerasHub's predict and train steps
+def test_the_written_preset_builds_a_text_classifier_on_raw_strings(tmp_path):
+    preset = str(tmp_path / "preset")
+    loading.save(_random_encoder(), preset, format="kerashub", vocab_file=_vocab_file(tmp_path))
+    classifier = keras_hub.models.BertTextClassifier.from_preset(preset, num_classes=2)
+    # The preprocessor pads to the encoder's position table, not KerasHub's default 512.
+    assert classifier.preprocessor.sequence_length == TINY.max_position_embeddings
+    tokens = classifier.preprocessor.tokenizer(["the film was very good"])
+    assert [int(t) for t in np.asarray(tokens)[0]] == [VOCAB.index(w) for w in
+                                                       "the film was very good".split()]
+    sentences = ["a sentence", "the film was good", "the film was bad", "it was not good",
+                 "very good", "very bad", "not bad", "a very good film"]
+    logits = classifier.predict(sentences[:3], verbose=0)
+    assert logits.shape == (3, 2) and np.all(np.isfinite(logits))
+    history = classifier.fit(sentences, np.array([1, 1, 0, 0, 1, 0, 1, 1]), batch_size=4,
+                             epochs=1, verbose=0)
+    assert len(history.history["loss"]) == 1 and np.isfinite(history.history["loss"][0])
+
+
+def test_the_converter_reads_and_writes_presets(kerashub_preset, tmp_path, capsys):
+    backbone, preset = kerashub_preset
+    native = str(tmp_path / "native")
+    assert convert.main(["--from", "kerashub", "--input", preset, "--output", native]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["input_format"], report["output_format"]) == ("kerashub", "bert_tf")
+    assert report["tokenizer_contract"]["vocab_size"] == len(VOCAB)
+    sequence, pooled = _differences(bert_tf.load_encoder(native)(INPUTS, training=False),
+                                    backbone(INPUTS, training=False), INPUTS)
+    assert sequence <= PARITY and pooled <= PARITY
+
+    again = str(tmp_path / "again")
+    assert convert.main(["--input", native, "--to", "kerashub", "--output", again]) == 0
+    assert json.loads(capsys.readouterr().out)["output_format"] == "kerashub"
+    written = keras_hub.models.BertBackbone.from_preset(again)
+    sequence, pooled = _differences(written(INPUTS, training=False),
+                                    backbone(INPUTS, training=False), INPUTS)
+    assert sequence <= PARITY and pooled <= PARITY
+    # The vocabulary travelled with the native directory into the new preset.
+    with open(os.path.join(again, keras_hub_preset.VOCAB_PATH)) as f:
+        assert f.read().split("\n")[:len(VOCAB)] == VOCAB
+
+
+def _edit_config(preset, **changes):
+    path = os.path.join(preset, keras_hub_preset.CONFIG_NAME)
+    with open(path) as f:
+        values = json.load(f)
+    for key, value in changes.items():
+        if key in values:
+            values[key] = value
+        else:
+            values["config"][key] = value
+    with open(path, "w") as f:
+        json.dump(values, f)
+    return path
+
+
+def _convert_error(preset, tmp_path, capsys):
+    code = convert.main(["--input", preset, "--output", str(tmp_path / "out")])
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1, error  # one line, no traceback
+    return error
+
+
+def test_another_backbone_class_is_named(preset_copy, tmp_path, capsys):
+    config_path = _edit_config(preset_copy, class_name="GPT2Backbone",
+                               registered_name="keras_hub>GPT2Backbone")
+    assert loading.detect_format(preset_copy) == "kerashub"  # a KerasHub preset, not BERT
+    expected = f"{config_path}: class_name 'GPT2Backbone'; expected 'BertBackbone'"
+    with pytest.raises(ValueError, match="^" + expected.replace(".", r"\.")):
+        bert_tf.load_encoder(preset_copy)
+    assert expected in _convert_error(preset_copy, tmp_path, capsys)
+
+
+def test_a_missing_weights_file_is_named(preset_copy, tmp_path, capsys):
+    weights = os.path.join(preset_copy, keras_hub_preset.WEIGHTS_NAME)
+    os.remove(weights)
+    with pytest.raises(FileNotFoundError, match=f"^{weights} not found; a KerasHub preset"):
+        bert_tf.load_encoder(preset_copy)
+    assert f"{weights} not found" in _convert_error(preset_copy, tmp_path, capsys)
+
+
+def test_a_missing_vocabulary_is_named(preset_copy, tmp_path, capsys):
+    vocab = os.path.join(preset_copy, keras_hub_preset.VOCAB_PATH)
+    os.remove(vocab)
+    with pytest.raises(FileNotFoundError, match=f"^{vocab} not found"):
+        bert_tf.load_encoder(preset_copy)
+    assert f"{vocab} not found" in _convert_error(preset_copy, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("changes, found", [
+    # Keras' own loader would read the first layer and leave the second unread.
+    ({"num_layers": 1}, "unexpected arrays of shape"),
+    ({"hidden_dim": 48, "num_heads": 4}, "missing arrays of shape"),
+])
+def test_weights_that_do_not_fit_the_config_are_refused(preset_copy, tmp_path, capsys,
+                                                        changes, found):
+    config_path = _edit_config(preset_copy, **changes)
+    weights = os.path.join(preset_copy, keras_hub_preset.WEIGHTS_NAME)
+    with pytest.raises(ValueError, match=f"^{weights}: does not fit the BertBackbone of "
+                                         f"{config_path} .*{found}"):
+        bert_tf.load_encoder(preset_copy)
+    assert "does not fit" in _convert_error(preset_copy, tmp_path, capsys)
+
+
+def test_a_vocabulary_of_another_size_is_refused(preset_copy):
+    _edit_config(preset_copy, vocabulary_size=TINY.vocab_size + 20)
+    with pytest.raises(ValueError, match=rf"vocabulary\.txt: {len(VOCAB)} tokens; expected "
+                                         rf"vocabulary_size {TINY.vocab_size + 20}"):
+        bert_tf.load_encoder(preset_copy)
+
+
+def test_an_exact_gelu_encoder_is_not_written(tmp_path, capsys):
+    # BertBackbone has the tanh GELU only: writing an exact-GELU encoder would change it.
+    native = str(tmp_path / "native")
+    loading.save(BertEncoder.from_encoder_config(TINY), native, vocab_file=_vocab_file(tmp_path))
+    out = str(tmp_path / "preset")
+    assert convert.main(["--input", native, "--to", "kerashub", "--output", out]) == 2
+    error = capsys.readouterr().err
+    assert error == ("error: KerasHub's BertBackbone uses the tanh GELU; this encoder's "
+                     "hidden_act is 'gelu', so its outputs would differ\n")
+    assert not os.path.exists(out)
+
+
+def test_without_keras_hub_the_extra_is_named(kerashub_preset, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "keras_hub", None)  # what an absent package looks like
+    with pytest.raises(MissingDependencyError,
+                       match=r"needs the keras-hub package, which is not installed: "
+                             r"pip install 'bert_tf\[kerashub\]'$"):
+        bert_tf.load_encoder(kerashub_preset[1])
+    native = str(tmp_path / "native")
+    loading.save(_random_encoder(), native, vocab_file=_vocab_file(tmp_path))
+    assert convert.main(["--input", native, "--to", "kerashub",
+                         "--output", str(tmp_path / "preset")]) == 1
+    assert capsys.readouterr().err == ("error: the KerasHub export needs the keras-hub package, "
+                                       "which is not installed: pip install 'bert_tf[kerashub]'\n")
+
+
+def test_a_preset_is_written_with_its_vocabulary_to_a_local_directory(tmp_path, capsys):
+    # Every preset written reads back: the reader refuses a preset without a vocabulary.
+    native, out = str(tmp_path / "native"), str(tmp_path / "preset")
+    loading.save(_random_encoder(), native)
+    assert convert.main(["--input", native, "--to", "kerashub", "--output", out]) == 2
+    assert capsys.readouterr().err == (f"error: {out}: a KerasHub preset ships its tokenizer; "
+                                       "give the vocabulary (vocab_file, or --vocab_file)\n")
+    assert not os.path.exists(out)
+    vocab = _vocab_file(tmp_path)
+    assert convert.main(["--input", native, "--to", "kerashub", "--output", out,
+                         "--vocab_file", vocab]) == 0
+    assert loading.describe(out).tokenizer_contract["vocab_size"] == len(VOCAB)
+    with pytest.raises(ValueError, match="^gs://bucket/preset: KerasHub presets are written "
+                                         "to local directories$"):
+        keras_hub_preset.write_preset(_random_encoder(), "gs://bucket/preset", vocab)
+    with pytest.raises(ValueError, match="^gs://bucket/preset: KerasHub presets are read "
+                                         "from local directories$"):
+        keras_hub_preset.read_arrays("gs://bucket/preset", [])
