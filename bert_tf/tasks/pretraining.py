@@ -13,6 +13,7 @@ batch, whatever the replica count.
 
 import collections
 import dataclasses
+import functools
 
 import tensorflow as tf
 
@@ -306,9 +307,15 @@ class PretrainingTask(Task):
 
     # -- data ----------------------------------------------------------------
 
+    @functools.cached_property
+    def _tokenizer(self):
+        # One for every pipeline of the run (training, evaluation, each input context):
+        # building its WordPiece tables from the vocabulary takes seconds.
+        return BertTokenizer(self.data.vocab_file, lower_case=self.data.lower_case)
+
     def _dataset(self, input_context, batch_size, evaluation, seed):
         data = self.data
-        tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
+        tokenizer = self._tokenizer
         holdout = 0 if data.eval_files else data.eval_holdout_every
         files = data.eval_files if (evaluation and data.eval_files) else data.train_files
         length, predictions, masked_lm_prob = (

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -106,13 +107,38 @@ class Exports(Mapping):
         return len(TASKS)
 
 
+# A folder the exports of several test runs share (CI sets it for its two commands).
+CACHE_ENV = "BERT_TF_TEST_CACHE"
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bert_tf")
+
+
+def _code_fingerprint():
+    """A digest of the package's Python sources: other code, other cached exports."""
+    digest = hashlib.sha256()
+    for root, folders, files in os.walk(PACKAGE):
+        folders.sort()
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                digest.update(os.path.relpath(path, PACKAGE).encode())
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
 def shared_folder(tmp_path_factory, name):
     """A folder every test process of this run sees: beside the workers' own temporary
-    folders under pytest-xdist, in the session's otherwise."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
+    folders under pytest-xdist, in the session's otherwise; with `BERT_TF_TEST_CACHE` set,
+    under it, keyed by the package's code, so later runs of the same code reuse it."""
+    cache = os.environ.get(CACHE_ENV)
+    if cache:
+        folder = Path(cache) / f"{name}-{_code_fingerprint()}"
+    elif "PYTEST_XDIST_WORKER" in os.environ:
+        folder = tmp_path_factory.getbasetemp().parent / name
+    else:
         return tmp_path_factory.mktemp(name)
-    folder = tmp_path_factory.getbasetemp().parent / name
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 

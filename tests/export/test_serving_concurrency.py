@@ -167,10 +167,9 @@ def _serve(runtime, exports, requests_by_export, directory):
 
 
 @pytest.fixture(scope="module", params=["saved_model", "onnx"])
-def served(request, exports, tokenizer, tmp_path_factory):
+def served(request, exports, int8_exports, tokenizer, tmp_path_factory):
     """(printed, {request id: expected error or None}): SavedModels float32 and int8, or the
     classifier's ONNX models float32 and int8."""
-    from bert_tf.export import export_model
     from bert_tf.export.onnx_export import export_onnx
 
     directory = tmp_path_factory.mktemp(f"concurrent_{request.param}")
@@ -182,10 +181,8 @@ def served(request, exports, tokenizer, tmp_path_factory):
         return _serve("onnxruntime", paths, {name: onnx_requests() for name in paths},
                       directory)
     paths = {kind: path for kind, (_, _, path) in exports.items()}
-    for kind in INT8_KINDS:
-        model, record, _ = exports[kind]
-        paths[f"{kind}@int8"] = export_model(model, tokenizer, str(directory / kind), record,
-                                             quantization="int8")
+    # The same models exported int8: the test run's shared int8 exports.
+    paths.update({f"{kind}@int8": int8_exports[kind][2] for kind in INT8_KINDS})
     return _serve("tensorflow", paths,
                   {name: requests_of(name.split("@")[0]) for name in paths}, directory)
 

@@ -103,7 +103,8 @@ def _show_all(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [
-    pytest.param(kind, marks=() if kind in FAST_KINDS else pytest.mark.long) for kind in TASKS])
+    pytest.param(kind, marks=() if kind in FAST_KINDS else (pytest.mark.long, pytest.mark.full))
+    for kind in TASKS])
 def test_saved_model_cli_lists_the_signatures_the_docs_promise(exports, kind):
     _, record, path = exports[kind]
     assert docs_signature_problems(_show_all(path), record) == []

@@ -27,7 +27,9 @@ def test_the_demo_corpus_is_gensims_copy_of_the_shared_excerpt(shared_file):
     assert digest(demo.gensim_dump_path()) == digest(shared_file("corpus", demo.DUMP_NAME))
 
 
+# The installed twin runs in tests/test_wheel.py; demo_recipe's CI profile trains its phases.
 @pytest.mark.long
+@pytest.mark.full
 def test_demo_builds_corpus_and_vocab_then_trains(tmp_path, monkeypatch, capsys):
     model_dir = tmp_path / "demo"
     # A tiny model, so the test checks the plumbing in seconds (the demo's own

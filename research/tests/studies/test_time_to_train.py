@@ -461,6 +461,7 @@ def test_ci_profile_trains_times_reports_and_resumes(tmp_path, shared_file):
 
 
 @pytest.mark.long
+@pytest.mark.full
 def test_a_recipe_trained_to_its_budget_runs_past_the_target(tmp_path, shared_file):
     shared_file("vocab", "bert-base-uncased-vocab.txt")
     values = config_lib.load_yaml(study_spec.study_path("time_to_train"))
@@ -490,6 +491,7 @@ def test_a_recipe_trained_to_its_budget_runs_past_the_target(tmp_path, shared_fi
 
 
 @pytest.mark.long
+@pytest.mark.full
 def test_a_run_that_reaches_the_target_is_stopped_and_not_trained_again(tmp_path, shared_file):
     shared_file("vocab", "bert-base-uncased-vocab.txt")
     # The CI profile with a budget far beyond the first evaluation.
