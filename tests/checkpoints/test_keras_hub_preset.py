@@ -199,20 +199,16 @@ def test_another_backbone_class_is_named(preset_copy, tmp_path, capsys):
     assert expected in _convert_error(preset_copy, tmp_path, capsys)
 
 
-def test_a_missing_weights_file_is_named(preset_copy, tmp_path, capsys):
-    weights = os.path.join(preset_copy, keras_hub_preset.WEIGHTS_NAME)
-    os.remove(weights)
-    with pytest.raises(FileNotFoundError, match=f"^{weights} not found; a KerasHub preset"):
+@pytest.mark.parametrize("name, message", [
+    (keras_hub_preset.WEIGHTS_NAME, "not found; a KerasHub preset"),
+    (keras_hub_preset.VOCAB_PATH, "not found"),
+], ids=["weights", "vocabulary"])
+def test_a_missing_file_is_named(preset_copy, tmp_path, capsys, name, message):
+    missing = os.path.join(preset_copy, name)
+    os.remove(missing)
+    with pytest.raises(FileNotFoundError, match=f"^{missing} {message}"):
         bert_tf.load_encoder(preset_copy)
-    assert f"{weights} not found" in _convert_error(preset_copy, tmp_path, capsys)
-
-
-def test_a_missing_vocabulary_is_named(preset_copy, tmp_path, capsys):
-    vocab = os.path.join(preset_copy, keras_hub_preset.VOCAB_PATH)
-    os.remove(vocab)
-    with pytest.raises(FileNotFoundError, match=f"^{vocab} not found"):
-        bert_tf.load_encoder(preset_copy)
-    assert f"{vocab} not found" in _convert_error(preset_copy, tmp_path, capsys)
+    assert f"{missing} not found" in _convert_error(preset_copy, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("changes, found", [
