@@ -25,6 +25,8 @@ BENCHMARKS = {
                "step-for-step training parity with Model Garden BertPretrainerV2"),
     "lost_worker": ("research.benchmarks.lost_worker",
                     "seconds from SIGKILL of a multi-worker worker to the survivor's exit"),
+    "serving_profile": ("research.benchmarks.serving_profile",
+                        "where one batch-1 request's time goes: ops, op types, tokenizer"),
     "serving_latency": ("research.benchmarks.serving_latency",
                         "p50/p99 latency of a MiniLM export, batch 1 and 32, 1 and 8 threads"),
     "memory_curve": ("research.benchmarks.memory_curve",

@@ -39,9 +39,14 @@ first_piece: int32 RaggedTensor [B, (W)], the position of each word's first
 """
 
 
+TEXT_TO_IDS_SCOPE = "text_to_ids"
+
+
 def pack_texts(tokenizer, packer, texts):
     """One or two string Tensors [B] -> packed features [B, S]."""
-    return packer([tokenizer.tokenize(text) for text in texts])
+    # One scope for the text-to-ids ops, so that a profile can tell them from the encoder's.
+    with tf.name_scope(TEXT_TO_IDS_SCOPE):
+        return packer([tokenizer.tokenize(text) for text in texts])
 
 
 def pack_question_context(tokenizer, packer, questions, contexts, max_query_length):

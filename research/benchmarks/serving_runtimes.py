@@ -206,8 +206,8 @@ EXPORTS = {"export": [], "export_int8": ["--quantize", "int8"],
            "onnx": ["--format", "onnx"], "onnx_int8": ["--format", "onnx", "--quantize", "int8"]}
 
 
-def export_all(model_dir, directory, max_seq_length, log):
-    """`python -m bert_tf.export` of `model_dir` in every `EXPORTS` way (missing ones only).
+def export_all(model_dir, directory, max_seq_length, log, names=tuple(EXPORTS)):
+    """`python -m bert_tf.export` of `model_dir` in the `EXPORTS` ways `names` (missing ones only).
 
     Returns:
       {name: version directory}.
@@ -215,7 +215,8 @@ def export_all(model_dir, directory, max_seq_length, log):
     from bert_tf.export.__main__ import main as export_main
 
     paths = {}
-    for name, arguments in EXPORTS.items():
+    for name in names:
+        arguments = EXPORTS[name]
         base = os.path.join(directory, name)
         paths[name] = os.path.join(base, "1")
         if os.path.isdir(paths[name]):
@@ -229,8 +230,11 @@ def export_all(model_dir, directory, max_seq_length, log):
     return paths
 
 
-def prepare_models(args, log):
-    """The model directory and its exports in DIR/models, made once (missing files only)."""
+def prepare_models(args, log, exports=tuple(EXPORTS)):
+    """The model directory and its `exports` in DIR/models, made once (missing files only).
+
+    Models.onnx holds the ONNX models among `exports` only.
+    """
     directory = args.models_dir or os.path.join(args.output_dir, "models")
     settings_path = os.path.join(directory, "settings.json")
     settings = model_settings(args)
@@ -245,11 +249,12 @@ def prepare_models(args, log):
     model_dir = os.path.join(directory, "model_dir")
     if not os.path.isdir(model_dir):
         _model_dir(args, model_dir)
-    paths = export_all(model_dir, directory, args.max_seq_length, log)
-    return Models(model_dir, paths["export"], paths["export_int8"],
-                  os.path.join(model_dir, "vocab.txt"),
-                  {"ort_fp32": os.path.join(paths["onnx"], "model.onnx"),
-                   "ort_int8": os.path.join(paths["onnx_int8"], "model.onnx")})
+    paths = export_all(model_dir, directory, args.max_seq_length, log, exports)
+    onnx = {runtime: os.path.join(paths[name], "model.onnx")
+            for runtime, name in (("ort_fp32", "onnx"), ("ort_int8", "onnx_int8"))
+            if name in paths}
+    return Models(model_dir, paths.get("export"), paths.get("export_int8"),
+                  os.path.join(model_dir, "vocab.txt"), onnx)
 
 
 def _model_dir(args, model_dir):
