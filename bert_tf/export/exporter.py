@@ -97,7 +97,8 @@ def export_model(model, tokenizer: BertTokenizer, export_base: str, record: Task
             f"is larger than the model's vocab_size {vocab_size}")
     model_name = os.path.basename(os.path.normpath(export_base))
     # The signatures are traced (and saved) on projections made once from the weights.
-    projections = inference_projections(getattr(model, "encoder", model), quantization)
+    projections = inference_projections(getattr(model, "encoder", model), quantization,
+                                        record.max_seq_length)
     with projections, versions.atomic_version_dir(export_base, version) as (temporary, final):
         module, signatures = build_serving_module(model, tokenizer, record)
         tf.saved_model.save(module, temporary, signatures=signatures)

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from bert_tf.layers import fast_ops
+from bert_tf.layers import fast_ops, sequence_ids
 from bert_tf.layers.bert_dropout import BertDropout
 from bert_tf.layers.inference_projections import (
     FloatProjection,
@@ -90,7 +90,8 @@ class BertSelfAttention(keras.layers.Layer):
         return (ops.concatenate(kernels, axis=1), ops.concatenate(biases, axis=0),
                 scale / query_scale)
 
-    def use_inference_projections(self, quantization=None) -> list[tf.Module]:
+    def use_inference_projections(self, quantization=None,
+                                  key_length: int | None = None) -> list[tf.Module]:
         """Projections made once from the weights, for inference; returns them.
 
         Float: the fused query|key|value kernel and bias (the query scale folded
@@ -100,6 +101,9 @@ class BertSelfAttention(keras.layers.Layer):
 
         Args:
           quantization: None or "int8".
+          key_length: if set, keys and values are padded (masked) to this many
+            positions in every call, so the sums over keys run over the same
+            length whatever the input's; inputs must not be longer.
         """
         kernel, bias, softmax_scale = self._fused_qkv_weights()  # [D, 3D], [3D]
         kernel, bias = np.asarray(kernel, np.float32), np.asarray(bias, np.float32)
@@ -107,11 +111,11 @@ class BertSelfAttention(keras.layers.Layer):
             self._inference = {
                 "qkv": Int8Projection(kernel, bias, name=f"{self.name}_qkv_int8"),
                 "output": dense_projection(self.attention_output, f"{self.name}_output_int8"),
-                "softmax_scale": softmax_scale}
+                "softmax_scale": softmax_scale, "key_length": key_length}
         else:
             self._inference = {
                 "qkv": FloatProjection(kernel, bias, name=f"{self.name}_qkv"),
-                "output": None, "softmax_scale": softmax_scale}
+                "output": None, "softmax_scale": softmax_scale, "key_length": key_length}
         return [p for p in (self._inference["qkv"], self._inference["output"]) if p is not None]
 
     def use_training_projections(self):
@@ -138,6 +142,9 @@ class BertSelfAttention(keras.layers.Layer):
         # Unstack, not indexing: the gradient of three slices would be three
         # zero-filled [3, B, N, S, H] tensors summed.
         query, key, value = ops.unstack(qkv, 3, axis=0)  # [B, N, S, H], [B, N, T, H] x 2
+        if self._inference is not None and self._inference["key_length"] is not None:
+            key, value, attention_bias = _pad_keys(key, value, attention_bias,
+                                                   self._inference["key_length"])
         # tf.matmul's transpose_b reads the keys in place; the einsum forms of
         # keras.ops (or a batched ops.matmul) would materialise a transpose.
         scores = tf.linalg.matmul(query, key, transpose_b=True)  # [B, N, S, T]
@@ -165,3 +172,20 @@ class BertSelfAttention(keras.layers.Layer):
             "initializer_range": self.initializer_range,
         })
         return config
+
+
+def _pad_keys(key, value, attention_bias, key_length):
+    """Keys and values [B, N, T, H] padded to `key_length` positions, masked in the bias.
+
+    Float sums over keys (the softmax's, the probabilities times the values) are
+    rounded differently for different numbers of keys, even where the extra keys
+    are masked; int8 rounding can turn that last-bit difference into a whole
+    quantization step. At one fixed length, a request's answer does not depend on
+    how far its batch was padded.
+    """
+    padding = key_length - ops.shape(key)[2]
+    pad_positions = [[0, 0], [0, 0], [0, padding], [0, 0]]
+    bias = ops.cast(attention_bias, "float32")  # [B, 1, S, T]
+    bias = tf.pad(bias, [[0, 0], [0, 0], [0, 0], [0, padding]],
+                  constant_values=sequence_ids.MASK_BIAS)  # [B, 1, S, key_length]
+    return tf.pad(key, pad_positions), tf.pad(value, pad_positions), bias

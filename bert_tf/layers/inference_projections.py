@@ -12,14 +12,20 @@ and predicts as before on exit.
 - int8 (`quantization="int8"`): every projection of the block as an int8
   matmul (`Int8Projection`).
 
-The int8 scheme: weights are int8, symmetric, one scale per output column
-(per channel), made once from the float kernel; activations are quantized at
-every call to uint8 with one range per row, that is per token, over the row's
-own [min, max]. A token's codes depend on that token alone, and the integer
-products are exact, so a request's answer does not change with its
-batch-mates (a long neighbour, a batch of 32). ONNX Runtime's dynamic int8
-takes one range over the whole input tensor, padding included, so there the
-same text scores differently alone and batched.
+The int8 scheme: weights are int8, symmetric, one scale per output column (per
+channel), made once from the float kernel; activations are quantized at every
+call to uint8 with one range per row, that is per token, over the row's own
+[min, max]. A token's codes depend on that token alone, and the integer
+products are exact. One more thing ties an answer to its batch: the float sums
+over attention keys are rounded differently for different padded lengths
+(masked keys included), and rounding to int8 can turn such a last-bit
+difference into a whole quantization step, which then grows through the layers
+(on MiniLM, to as much as int8's own error). So int8 attention always runs
+over `max_seq_length` keys, the extra ones masked: then a request's answer
+does not change with its batch-mates (a long neighbour, a batch of 32) beyond
+float rounding after the last int8 step. ONNX Runtime's dynamic int8 takes one
+range over the whole input tensor, padding included, so there the same text
+scores differently alone and batched.
 
 The matmul is TensorFlow's `QuantizedMatMul` (uint8 x uint8 -> int32), whose
 stock CPU kernel (gemmlowp) is registered in every TensorFlow build, TF
@@ -145,12 +151,17 @@ def check_quantization(quantization: str | None) -> None:
 
 
 @contextlib.contextmanager
-def inference_projections(encoder, quantization: str | None = None) -> Iterator[list]:
+def inference_projections(encoder, quantization: str | None = None,
+                          max_seq_length: int | None = None) -> Iterator[list]:
     """Runs every Transformer block of `encoder` on inference projections inside the context.
 
     Args:
       encoder: a built `BertEncoder` (a task model's `.encoder`).
       quantization: None (float, the fused QKV kernel precomputed) or "int8".
+      max_seq_length: int8 only, and required there: the longest input the
+        traced functions accept. The attention runs over that many keys in every
+        call (the extra ones masked), so that a request's int8 answer does not
+        depend on how far its batch was padded (see the module docstring).
 
     Yields:
       the blocks' projections (`tf.Module`s whose variables an export saves).
@@ -159,11 +170,14 @@ def inference_projections(encoder, quantization: str | None = None) -> Iterator[
       ValueError: `quantization` is not one of `QUANTIZATIONS`.
     """
     check_quantization(quantization)
+    if quantization == "int8" and max_seq_length is None:
+        raise ValueError("int8 inference projections need max_seq_length (the longest input)")
+    key_length = max_seq_length if quantization == "int8" else None
     blocks = list(encoder.transformer_layers)
     projections = []
     try:
         for block in blocks:
-            projections.extend(block.use_inference_projections(quantization))
+            projections.extend(block.use_inference_projections(quantization, key_length))
         yield projections
     finally:
         for block in blocks:

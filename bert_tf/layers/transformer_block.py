@@ -77,7 +77,8 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(inputs_shape)
         self.built = True
 
-    def use_inference_projections(self, quantization=None) -> list:
+    def use_inference_projections(self, quantization=None,
+                                  key_length: int | None = None) -> list:
         """Projections made once from the weights, for inference; returns them.
 
         Float: the attention's fused query|key|value kernel (the feed-forward
@@ -85,8 +86,9 @@ class TransformerBlock(keras.layers.Layer):
 
         Args:
           quantization: None or "int8".
+          key_length: attention keys padded to this length (`BertSelfAttention`).
         """
-        projections = self.self_attention.use_inference_projections(quantization)
+        projections = self.self_attention.use_inference_projections(quantization, key_length)
         if quantization == "int8":
             self._int8 = {
                 "intermediate": dense_projection(self.intermediate,

@@ -122,7 +122,7 @@ def test_int8_saved_model_serves_in_a_fresh_process_close_to_float(classifier_di
                 "segment_ids": tf.zeros((1, 4), tf.int32),
                 "padding_mask": tf.constant([[1, 1, 1, 0]])}
     before = model(features, training=False)["logits"].numpy()
-    with inference_projections(model.encoder, "int8"):
+    with inference_projections(model.encoder, "int8", max_seq_length=4):
         quantized = model(features, training=False)["logits"].numpy()
     after = model(features, training=False)["logits"].numpy()
     np.testing.assert_array_equal(before, after)
