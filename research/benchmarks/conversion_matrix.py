@@ -54,6 +54,7 @@ VARIANTS = ("exact", "tanh")
 # The activation each variant is read with (None: the checkpoint's own).
 VARIANT_ACTIVATION = {"exact": None, "tanh": "gelu_tanh"}
 REFERENCE_FILE = "minilm_l6_reference.npz"
+UNCASED_VOCAB = ("vocab", "bert-base-uncased-vocab.txt")  # the ci model's vocabulary
 PARITY = 1e-5  # the tests' bound on unpadded positions
 REFERENCE_NAMES = {
     "bert_tf": "bert_tf's loader",
@@ -126,7 +127,7 @@ def original_checkpoint(profile, models_dir):
 
 
 def _write_random_original(path):
-    """A random encoder with BERT's uncased vocabulary size, as a Hugging Face checkpoint."""
+    """A random encoder with BERT's uncased vocabulary, as a Hugging Face checkpoint."""
     import numpy as np
 
     from bert_tf.checkpoints import loading, weight_map
@@ -139,7 +140,11 @@ def _write_random_original(path):
     rng = np.random.default_rng(0)
     for slot in weight_map.encoder_slots(encoder):
         slot.variable.assign(rng.normal(0.0, 0.2, tuple(slot.variable.shape)).astype("float32"))
-    loading.save(encoder, path + ".tmp", format="hf")
+    vocab = shared_data.data_path(*UNCASED_VOCAB)
+    if not os.path.isfile(vocab):
+        raise ValueError(f"{vocab} not found: the ci profile's vocabulary "
+                         "(see docs/installation.md#real-data)")
+    loading.save(encoder, path + ".tmp", format="hf", vocab_file=vocab, lower_case=True)
     os.replace(path + ".tmp", path)
 
 
@@ -149,27 +154,30 @@ def _activation_args(variant):
 
 
 def write_sources(variant, original, variant_dir, log):
-    """{format: directory} of the variant's model in every format that holds it.
+    """The variant's model in every format that holds it, written by the converter.
 
-    A format that refuses the model (KerasHub, the exact GELU) is left out; its
-    refusal is recorded by the pairs into it.
+    Returns:
+      ({format: directory}, {format: the converter's error line} for the formats
+      that refuse the model: KerasHub, the exact GELU).
     """
-    sources = {}
+    sources, refusals = {}, {}
     for fmt in FORMATS:
         if variant == "exact" and fmt == "hf":
             sources[fmt] = original  # the original checkpoint itself
             continue
         path = os.path.join(variant_dir, f"source_{fmt}")
         if not os.path.isdir(path):
+            shutil.rmtree(path + ".tmp", ignore_errors=True)  # an interrupted run's
             code, _, err = conversion_matrix.convert_pair(
                 original, "hf", fmt, path + ".tmp", *_activation_args(variant))
             if code != 0:
-                log(f"   {variant}: no {fmt} source ({err.strip()})")
+                refusals[fmt] = err.strip().removeprefix("error: ")
+                log(f"   {variant}: no {fmt} source: {refusals[fmt]}")
                 shutil.rmtree(path + ".tmp", ignore_errors=True)
                 continue
             os.replace(path + ".tmp", path)
         sources[fmt] = path
-    return sources
+    return sources, refusals
 
 
 def original_outputs(original, variant, inputs):
@@ -186,11 +194,18 @@ def original_outputs(original, variant, inputs):
 
 
 def measure_pair(variant, source, target, sources, original, work_dir, inputs):
-    """Converts `source` to `target` and compares the target's reference outputs."""
+    """Converts `source` to `target` and compares the target's reference outputs.
+
+    Args:
+      sources: `write_sources`' pair.
+      original: `original_outputs` of the variant.
+    """
     record = {"variant": variant, "source": source, "target": target}
-    if source not in sources:
+    written, refusals = sources
+    if source not in written:
         return {**record, "status": "no source",
-                "error": f"the {variant} model cannot be written as {source}"}
+                "error": f"no {source} source: {refusals.get(source, 'not written')}"}
+    sources = written
     output = conversion_matrix.pair_dir(work_dir, source, target)
     shutil.rmtree(output, ignore_errors=True)
     start = time.time()

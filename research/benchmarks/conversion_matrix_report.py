@@ -95,7 +95,8 @@ def report_lines(results):
         lines += ["", f"## {variant}: {VARIANT_TITLES[variant]}", ""]
         lines += _grid_lines(results, variant, cell)
         records = [r for r in results["pairs"].values() if r["variant"] == variant]
-        errors = sorted({r["error"] for r in records if r["status"] != "converted"})
+        errors = sorted({f"{r['status']}: {r['error']}" if r["status"] == "refused"
+                         else r["error"] for r in records if r["status"] != "converted"})
         if errors:
             lines += ["", "Not converted:", ""] + [f"- {error}" for error in errors]
         worst = [max(r["sequence_max_abs_diff"], r["pooled_max_abs_diff"])

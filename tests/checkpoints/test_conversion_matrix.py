@@ -42,9 +42,12 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _randomise(model, seed):
+    """Random weights; LayerNorm scales near 1, so that activations keep their size
+    and the two GELUs differ well above the bound."""
     rng = np.random.default_rng(seed)
     for slot in weight_map.model_slots(model):
-        slot.variable.assign(rng.normal(0.0, 0.2, tuple(slot.variable.shape)).astype("float32"))
+        value = rng.normal(0.0, 0.2, tuple(slot.variable.shape))
+        slot.variable.assign((value + slot.name.endswith("/gamma")).astype("float32"))
     return model
 
 
@@ -129,10 +132,11 @@ def test_the_sources_are_read_by_their_references(tanh_matrix):
 
 
 def test_the_activation_is_visible_at_this_tolerance(tanh_matrix):
-    # The same weights with the other GELU: the matrix would see a lost activation.
+    # The same weights with the other GELU (about 1e-3 away): the matrix would see a
+    # lost or swapped activation.
     exact = _outputs(_exact_twin(tanh_matrix.sources["bert_tf"]))
     sequence, pooled = unpadded_differences(exact, tanh_matrix.original, INPUTS["padding_mask"])
-    assert max(sequence, pooled) > 100 * PARITY
+    assert max(sequence, pooled) > 10 * PARITY
 
 
 def _exact_twin(native_dir):

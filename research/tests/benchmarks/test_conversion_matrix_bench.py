@@ -58,6 +58,7 @@ def test_the_ci_profile_measures_every_pair_and_resumes(tmp_path):
     from tests import shared_data
 
     require(shared_data.reference_path(conversion_matrix.REFERENCE_FILE), "reference file")
+    require(shared_data.data_path(*conversion_matrix.UNCASED_VOCAB), "shared data file")
     out = str(tmp_path / "matrix")
     args = conversion_matrix.build_parser().parse_args(["--output_dir", out, "--profile", "ci"])
     results = conversion_matrix.run(args, log=lambda message: None)
