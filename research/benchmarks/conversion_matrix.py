@@ -47,9 +47,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from research import portable_paths  # noqa: E402
 from research.benchmarks import machine  # noqa: E402
 from tests import shared_data  # noqa: E402
-from tests.checkpoints import conversion_matrix, reference_loaders  # noqa: E402
+from tests.checkpoints import conversion_steps, reference_loaders  # noqa: E402
 
-FORMATS = conversion_matrix.FORMATS
+FORMATS = conversion_steps.FORMATS
 VARIANTS = ("exact", "tanh")
 # The activation each variant is read with (None: the checkpoint's own).
 VARIANT_ACTIVATION = {"exact": None, "tanh": "gelu_tanh"}
@@ -168,7 +168,7 @@ def write_sources(variant, original, variant_dir, log):
         path = os.path.join(variant_dir, f"source_{fmt}")
         if not os.path.isdir(path):
             shutil.rmtree(path + ".tmp", ignore_errors=True)  # an interrupted run's
-            code, _, err = conversion_matrix.convert_pair(
+            code, _, err = conversion_steps.convert_pair(
                 original, "hf", fmt, path + ".tmp", *_activation_args(variant))
             if code != 0:
                 refusals[fmt] = err.strip().removeprefix("error: ")
@@ -206,10 +206,10 @@ def measure_pair(variant, source, target, sources, original, work_dir, inputs):
         return {**record, "status": "no source",
                 "error": f"no {source} source: {refusals.get(source, 'not written')}"}
     sources = written
-    output = conversion_matrix.pair_dir(work_dir, source, target)
+    output = conversion_steps.pair_dir(work_dir, source, target)
     shutil.rmtree(output, ignore_errors=True)
     start = time.time()
-    code, _, err = conversion_matrix.convert_pair(sources[source], source, target, output)
+    code, _, err = conversion_steps.convert_pair(sources[source], source, target, output)
     record["convert_seconds"] = round(time.time() - start, 2)
     if code != 0:
         return {**record, "status": "refused", "exit_code": code,

@@ -125,8 +125,8 @@ def plot(results, path):
 
     formats = results["formats"]
     variants = _variants(results)
-    figure, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4.6),
-                                squeeze=False)
+    figure, axes = plt.subplots(1, len(variants), figsize=(5.4 * len(variants), 4.8),
+                                squeeze=False, sharey=True)
     norm = colors.LogNorm(vmin=PLOT_FLOOR, vmax=max(results["parity_bound"] * 10, 1e-4))
     image = None
     for ax, variant in zip(axes[0], variants, strict=True):
@@ -139,17 +139,19 @@ def plot(results, path):
                     grid[i, j] = max(worst, PLOT_FLOOR)
                     ax.text(j, i, _number(worst), ha="center", va="center", fontsize=7)
                 elif record:
-                    ax.text(j, i, record["status"], ha="center", va="center", fontsize=7,
-                            color="dimgray")
+                    ax.text(j, i, record["status"].replace(" ", "\n"), ha="center",
+                            va="center", fontsize=7, color="dimgray")
         image = ax.imshow(grid, norm=norm, cmap="viridis_r")
         labels = [FORMAT_NAMES[f] for f in formats]
         ax.set_xticks(range(len(formats)), labels, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(formats)), labels, fontsize=8)
         ax.set_xlabel("to")
-        ax.set_ylabel("from")
         ax.set_title(f"{variant} GELU", fontsize=10)
-    figure.colorbar(image, ax=axes[0].tolist(),
-                    label="max abs difference (sequence on real tokens, pooled)")
+    axes[0][0].set_ylabel("from")
+    bar = figure.colorbar(image, ax=axes[0].tolist(),
+                          label="max abs difference (sequence on real tokens, pooled);\n"
+                                f"red: the bound, {results['parity_bound']:g}")
+    bar.ax.axhline(results["parity_bound"], color="red")
     figure.suptitle(f"Conversion matrix: {results['model']}", fontsize=10)
     figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)

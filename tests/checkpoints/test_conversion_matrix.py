@@ -21,7 +21,7 @@ import pytest
 from bert_tf.checkpoints import loading, weight_map
 from bert_tf.layers.activations import EXACT_GELU_NAMES, TANH_GELU_NAMES
 from bert_tf.models import BertEncoder, BertPretrainer
-from tests.checkpoints.conversion_matrix import (
+from tests.checkpoints.conversion_steps import (
     FORMATS,
     convert_pair,
     pair_dir,

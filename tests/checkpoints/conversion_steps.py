@@ -1,4 +1,4 @@
-"""The conversion matrix's moves: write a source checkpoint, convert it with the CLI.
+"""The conversion matrix's steps: write a source checkpoint, convert it with the CLI.
 
 Shared by `test_conversion_matrix.py` and `python -m research.bench conversion_matrix`.
 """
@@ -39,9 +39,6 @@ def convert_pair(source_dir, source, target, output_dir, *extra):
                         "--output", output_dir, *extra])
 
 
-def pair_name(source, target):
-    return f"{source}->{target}"
-
-
 def pair_dir(root, source, target):
+    """Where the conversion of `source` to `target` is written under `root`."""
     return os.path.join(root, f"{source}_to_{target}")
