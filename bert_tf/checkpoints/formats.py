@@ -10,7 +10,8 @@ in detection order; `loading` and `python -m bert_tf.convert` read only it.
   hf       a Hugging Face directory (`config.json` + `model.safetensors`,
            sharded safetensors or `pytorch_model.bin`) or a weights file
   google   a Google TF1 checkpoint (`bert/...` names) with `bert_config.json`
-  garden   a Model Garden checkpoint written as `tf.train.Checkpoint(encoder=...)`
+  garden   a Model Garden checkpoint written as `tf.train.Checkpoint(encoder=...)`,
+           with `bert_config.json` and `vocab.txt` beside it when bert_tf wrote it
   kerashub a KerasHub BERT preset directory (`config.json` naming `BertBackbone`,
            `model.weights.h5`, the tokenizer's vocabulary in `assets/tokenizer/`)
 
