@@ -31,6 +31,8 @@ BENCHMARKS = {
                         "p50/p99 latency of a MiniLM export, batch 1 and 32, 1 and 8 threads"),
     "memory_curve": ("research.benchmarks.memory_curve",
                      "resident memory of a 3,000-step pretraining against step: flat?"),
+    "conversion_matrix": ("research.benchmarks.conversion_matrix",
+                          "every pair of the five checkpoint formats on MiniLM: max abs diff"),
     "demo_recipe": ("research.benchmarks.demo_recipe",
                     "the main job's recipe change by change: held-out MLM and NSP accuracy"),
 }

@@ -10,7 +10,8 @@ in detection order; `loading` and `python -m bert_tf.convert` read only it.
   hf       a Hugging Face directory (`config.json` + `model.safetensors`,
            sharded safetensors or `pytorch_model.bin`) or a weights file
   google   a Google TF1 checkpoint (`bert/...` names) with `bert_config.json`
-  garden   a Model Garden checkpoint written as `tf.train.Checkpoint(encoder=...)`
+  garden   a Model Garden checkpoint written as `tf.train.Checkpoint(encoder=...)`,
+           with `bert_config.json` and `vocab.txt` beside it when bert_tf wrote it
   kerashub a KerasHub BERT preset directory (`config.json` naming `BertBackbone`,
            `model.weights.h5`, the tokenizer's vocabulary in `assets/tokenizer/`)
 
@@ -74,11 +75,14 @@ class CheckpointFormat(abc.ABC):
     """The contract of one checkpoint format.
 
     Subclasses set `name` (the key in `FORMATS`, the `--from`/`--to` value of
-    the converter) and `writable` (False: `save` is refused).
+    the converter), `writable` (False: `save` is refused) and `holds_heads`
+    (False: the format stores an encoder only, and saving a pretrainer is
+    refused rather than its MLM/NSP heads dropped).
     """
 
     name: str = ""
     writable: bool = True
+    holds_heads: bool = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -321,24 +325,42 @@ class GoogleFormat(TfCheckpointFormat):
 
 
 class ModelGardenFormat(TfCheckpointFormat):
-    """Model Garden `BertEncoderV2` checkpoints (`model_garden`); encoder only."""
+    """Model Garden `BertEncoderV2` checkpoints (`model_garden`); encoder only.
+
+    Written as Model Garden publishes its BERT checkpoints: the checkpoint with
+    `bert_config.json` (Google's names, so the activation travels) and `vocab.txt`
+    beside it. A checkpoint without `bert_config.json` is read with the tanh GELU.
+    """
 
     name = "garden"
+    holds_heads = False
 
     def has_own_names(self, prefix):
         return model_garden.is_garden_checkpoint(prefix)
 
     def read_config(self, path, hidden_act):
-        # The checkpoint does not record the activation: Model Garden's default.
         prefix = google_tf1.checkpoint_prefix(path)
-        return model_garden.infer_config(prefix, hidden_act or "gelu_tanh"), None
+        # The checkpoint holds the shapes; the activation, when no bert_config.json
+        # records it, is Model Garden's default.
+        config = model_garden.infer_config(prefix, hidden_act or "gelu_tanh")
+        directory = _source_dir(path)
+        if storage.isfile(os.path.join(directory, google_tf1.CONFIG_NAME)):
+            config = model_garden.with_recorded_settings(
+                config, google_tf1.read_config(directory),
+                os.path.join(directory, google_tf1.CONFIG_NAME))
+        return config, None
 
     def read_arrays(self, path, slots):
         return model_garden.read_checkpoint_arrays(google_tf1.checkpoint_prefix(path), slots)
 
     def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
         storage.makedirs(directory, exist_ok=True)
-        return model_garden.write_checkpoint(getattr(model, "encoder", model), directory)
+        encoder = getattr(model, "encoder", model)
+        prefix = model_garden.write_checkpoint(encoder, directory)
+        google_tf1.write_config(encoder.encoder_config, directory)
+        if vocab_file:
+            storage.copy(vocab_file, os.path.join(directory, google_tf1.VOCAB_NAME))
+        return prefix
 
 
 class KerasHubFormat(WeightsFormat):
@@ -349,6 +371,7 @@ class KerasHubFormat(WeightsFormat):
     """
 
     name = "kerashub"
+    holds_heads = False
 
     def detect(self, path):
         return keras_hub_preset.is_preset(path)
@@ -422,6 +445,21 @@ def get_writer(name: str) -> CheckpointFormat:
     if name not in writable_formats():
         raise _not_writable(name)
     return FORMATS[name]
+
+
+def check_holds(fmt: CheckpointFormat, model: Any) -> None:
+    """Refuses a model whose weights `fmt` cannot all store.
+
+    Args:
+      fmt: the format to write.
+      model: a `BertEncoder` or `BertPretrainer`.
+
+    Raises:
+      ValueError: `model` is a pretrainer and `fmt` holds an encoder only.
+    """
+    if isinstance(model, BertPretrainer) and not fmt.holds_heads:
+        raise ValueError(f"format {fmt.name!r} holds an encoder only: the pretrainer's MLM and "
+                         "NSP heads would be lost; write its encoder (--model encoder)")
 
 
 def detect_format(path: str) -> str:

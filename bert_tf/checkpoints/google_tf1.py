@@ -106,17 +106,31 @@ def write(model, directory, vocab_file=None):
     tf.raw_ops.SaveV2(
         prefix=prefix, tensor_names=[slot.name for slot in slots],
         shape_and_slices=[""] * len(slots), tensors=tensors)
-    config = encoder_of(model).encoder_config
+    write_config(encoder_of(model).encoder_config, directory)
+    if vocab_file:
+        storage.copy(vocab_file, os.path.join(directory, VOCAB_NAME))
+    return prefix
+
+
+def write_config(config, directory):
+    """Writes `config` as `directory/bert_config.json`, Google's way (see the module doc).
+
+    Args:
+      config: the encoder's `EncoderConfig`.
+      directory: an existing directory.
+
+    Returns:
+      The path written.
+    """
     values = config.to_bert_config()
     if config.hidden_act in TANH_GELU_NAMES:
         values["hidden_act"] = "gelu"
     else:
         values[EXACT_ACT_KEY] = config.hidden_act
-    with storage.open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
+    path = os.path.join(directory, CONFIG_NAME)
+    with storage.open(path, "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2)
-    if vocab_file:
-        storage.copy(vocab_file, os.path.join(directory, VOCAB_NAME))
-    return prefix
+    return path
 
 
 def encoder_of(model):

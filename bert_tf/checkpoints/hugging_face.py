@@ -151,6 +151,21 @@ def arrays_for_slots(state_dict, slots):
     return arrays
 
 
+# bert_tf's own name for the tanh GELU, which transformers does not know, and the
+# name transformers gives the same function (google-research/bert's formula).
+_HF_ACTIVATION_NAMES = {"gelu_tanh": "gelu_new"}
+
+
+def hf_activation_name(hidden_act: str) -> str:
+    """The `hidden_act` of a Hugging Face config for bert_tf's `hidden_act`.
+
+    Args:
+      hidden_act: an `EncoderConfig.hidden_act` ("gelu" is the exact GELU in
+        both; the other names are Hugging Face's already).
+    """
+    return _HF_ACTIVATION_NAMES.get(hidden_act, hidden_act)
+
+
 def write(model, directory, vocab_file=None, lower_case=None):
     """Writes `model` as a HF safetensors checkpoint with `config.json`.
 
@@ -181,6 +196,7 @@ def write(model, directory, vocab_file=None, lower_case=None):
         "model_type": "bert",
         "position_embedding_type": "absolute",
         **config.to_bert_config(),
+        "hidden_act": hf_activation_name(config.hidden_act),
     }
     with storage.open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2)

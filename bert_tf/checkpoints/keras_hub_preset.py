@@ -323,7 +323,8 @@ def write_preset(model, directory: str, vocab_file: str | None,
     The preset also holds a `BertTokenizer` and a `BertTextClassifierPreprocessor`
     padding to `max_position_embeddings`, so
     `BertTextClassifier.from_preset(directory, num_classes=...)` takes raw strings.
-    A pretrainer's MLM/NSP heads are not written.
+    Given a pretrainer, its encoder alone is written (`loading.save` refuses a
+    pretrainer instead, rather than drop its MLM/NSP heads).
 
     Args:
       model: a `BertEncoder` or `BertPretrainer`.

@@ -126,8 +126,10 @@ def save(model: Any, directory: str, format: str = "bert_tf", vocab_file: str | 
       tokenizer_contract: bert_tf only: the contract to record as is.
 
     Raises:
-      ValueError: `format` is unknown or read only.
+      ValueError: `format` is unknown or read only, or holds an encoder only
+        (Model Garden, KerasHub) and `model` is a pretrainer.
     """
-    return formats.get_writer(format).save(model, directory, vocab_file=vocab_file,
-                                           lower_case=lower_case,
-                                           tokenizer_contract=tokenizer_contract)
+    writer = formats.get_writer(format)
+    formats.check_holds(writer, model)
+    return writer.save(model, directory, vocab_file=vocab_file, lower_case=lower_case,
+                       tokenizer_contract=tokenizer_contract)

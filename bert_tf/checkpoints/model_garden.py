@@ -207,6 +207,30 @@ def infer_config(prefix, hidden_act="gelu_tanh"):
         type_vocab_size=shape(_FIXED["bert/embeddings/token_type_embeddings"])[0])
 
 
+# What a checkpoint's variable shapes fix; the other fields come from a config file.
+_SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")
+
+
+def with_recorded_settings(inferred: EncoderConfig, recorded: EncoderConfig,
+                           source: str) -> EncoderConfig:
+    """`inferred` (from the checkpoint's shapes) with the other fields of `recorded`.
+
+    Args:
+      inferred: the config `infer_config` read from the checkpoint.
+      recorded: the config of the `bert_config.json` beside it.
+      source: that file's path, for the error.
+
+    Raises:
+      ValueError: `recorded` gives the checkpoint other shapes (naming the field).
+    """
+    for field in _SHAPE_FIELDS:
+        if getattr(recorded, field) != getattr(inferred, field):
+            raise ValueError(f"{source}: {field} {getattr(recorded, field)}, but the Model "
+                             f"Garden checkpoint beside it has {getattr(inferred, field)}")
+    return recorded
+
+
 def write_checkpoint(encoder, directory):
     """Writes our encoder as a Model Garden checkpoint (`encoder` root)."""
     garden = to_garden_encoder(encoder)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import hugging_face, loading
+from tests.checkpoints.reference_loaders import hf_forward_float64
 from tests.helpers import max_abs_diff, random_inputs
 
 REFERENCE_KEYS = ("embedding_output", "layer_3_output", "sequence_output", "pooled_output")
@@ -117,53 +118,16 @@ def test_pytorch_pickle_refused_without_torch(tmp_path):
             hugging_face.read_state_dict(path)
 
 
-def _float64_bert_forward(state, input_ids, segment_ids, input_mask, num_heads):
-    """BERT's forward pass in float64 NumPy, straight from HF tensor names."""
-    from scipy.special import erf
-
-    w = {k: v.astype(np.float64) for k, v in state.items() if v.dtype.kind == "f"}
-
-    def layer_norm(x, prefix):
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) / np.sqrt(var + 1e-12) * w[prefix + ".weight"] + w[prefix + ".bias"]
-
-    def dense(x, prefix):
-        return x @ w[prefix + ".weight"].T + w[prefix + ".bias"]
-
-    length = input_ids.shape[1]
-    x = (w["embeddings.word_embeddings.weight"][input_ids]
-         + w["embeddings.token_type_embeddings.weight"][segment_ids]
-         + w["embeddings.position_embeddings.weight"][:length][None])
-    x = layer_norm(x, "embeddings.LayerNorm")
-    bias = (1 - input_mask[:, None, None, :]) * -1e9
-    batch, _, hidden = x.shape
-    head = hidden // num_heads
-    index = 0
-    while f"encoder.layer.{index}.output.dense.weight" in w:
-        p = f"encoder.layer.{index}."
-        q, k, v = (dense(x, p + f"attention.self.{n}").reshape(batch, length, num_heads, head)
-                   for n in ("query", "key", "value"))
-        scores = np.einsum("bsnh,btnh->bnst", q, k) / np.sqrt(head) + bias
-        probs = np.exp(scores - scores.max(-1, keepdims=True))
-        probs /= probs.sum(-1, keepdims=True)
-        context = np.einsum("bnst,btnh->bsnh", probs, v).reshape(batch, length, hidden)
-        x = layer_norm(x + dense(context, p + "attention.output.dense"),
-                       p + "attention.output.LayerNorm")
-        inner = dense(x, p + "intermediate.dense")
-        inner = 0.5 * inner * (1 + erf(inner / np.sqrt(2)))
-        x = layer_norm(x + dense(inner, p + "output.dense"), p + "output.LayerNorm")
-        index += 1
-    return x
-
-
 @pytest.mark.slow
 def test_float32_error_is_below_the_references(minilm_dir, minilm_encoder, reference_file):
     # The padding budget above is the reference's own float32 error in padding
     # rows: against a float64 forward pass we are the closer of the two.
     reference = np.load(reference_file("minilm_l6_reference.npz"))
-    truth = _float64_bert_forward(hugging_face.read_state_dict(minilm_dir), reference["input_ids"],
-                                  reference["segment_ids"], reference["input_mask"], num_heads=12)
+    with open(os.path.join(minilm_dir, "config.json")) as f:
+        config = json.load(f)
+    truth, _ = hf_forward_float64(hugging_face.read_state_dict(minilm_dir), config,
+                                  reference["input_ids"], reference["segment_ids"],
+                                  reference["input_mask"])
     ours = encoder_outputs(minilm_encoder, reference)["sequence_output"]
     ours_error = max_abs_diff(ours, truth)
     reference_error = max_abs_diff(reference["sequence_output"], truth)

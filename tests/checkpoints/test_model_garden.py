@@ -1,5 +1,8 @@
 """Model Garden's BertEncoderV2 is our reference TF implementation."""
 
+import json
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -46,3 +49,28 @@ def test_garden_checkpoint_is_detected_and_loaded(tmp_path):
     assert loaded.encoder_config == encoder.encoder_config
     inputs = random_inputs()
     assert max_abs_diff(loaded(inputs)["sequence_output"], encoder(inputs)["sequence_output"]) == 0
+
+
+def test_a_written_garden_checkpoint_records_its_activation_and_vocabulary(tmp_path):
+    # Written as Model Garden publishes BERT: bert_config.json and vocab.txt beside it.
+    encoder = BertEncoder.from_encoder_config(TINY)  # the exact GELU
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                               + [f"w{i}" for i in range(TINY.vocab_size - 5)]) + "\n")
+    out = str(tmp_path / "garden")
+    loading.save(encoder, out, format="garden", vocab_file=str(vocab))
+    info = loading.describe(out)
+    assert (info.format, info.encoder_config) == ("garden", TINY)
+    assert info.vocab_file == os.path.join(out, "vocab.txt")
+    assert loading.load_encoder(out, hidden_act="gelu_tanh").encoder_config.hidden_act == \
+        "gelu_tanh"  # an explicit activation still wins
+
+    config_path = os.path.join(out, "bert_config.json")
+    with open(config_path) as f:
+        values = json.load(f)
+    values["intermediate_size"] = 48
+    with open(config_path, "w") as f:
+        json.dump(values, f)
+    with pytest.raises(ValueError, match=f"^{config_path}: intermediate_size 48, but the "
+                                         "Model Garden checkpoint beside it has 64$"):
+        loading.load_encoder(out)
