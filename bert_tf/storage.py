@@ -342,6 +342,30 @@ def copy(source: str, destination: str) -> None:
     shutil.copyfile(source, destination)
 
 
+def copy_tree(source: str, destination: str) -> list:
+    """Copies every file under directory `source` to the same place under `destination`.
+
+    Either side may be local or a scheme path; existing files are replaced.
+
+    Args:
+      source: an existing directory.
+      destination: created where directories exist.
+
+    Returns:
+      the copied files' paths relative to `source` ("/"-separated), sorted.
+    """
+    copied = []
+    makedirs(destination, exist_ok=True)
+    for name in sorted(listdir(source)):
+        inner = join(source, name)
+        if isdir(inner):
+            copied += [f"{name}/{part}" for part in copy_tree(inner, join(destination, name))]
+        else:
+            copy(inner, join(destination, name))
+            copied.append(name)
+    return copied
+
+
 def join(path: str, *names: str) -> str:
     """`path` joined with `names` by `/` (as `os.path.join`; scheme paths keep their scheme)."""
     return os.path.join(path, *names)

@@ -318,11 +318,27 @@ class LocalGcs:
         with open(self._log, encoding="utf-8") as f:
             return [tuple(json.loads(line)) for line in f]
 
+    def refused_google_requests(self) -> list[tuple[str, str, str]]:
+        """The requests to another Google host (or the metadata server) the proxy refused.
+
+        A request to any other host is not TensorFlow's: a library of the test
+        process may send telemetry through the proxy the environment names.
+        """
+        return [request for request in self.requests()
+                if request[0].startswith("REFUSED") and _is_google(request[1])]
+
     def object_names(self) -> list[str]:
         """Every object name in the bucket, asked of the emulator directly."""
         with _DIRECT.open(f"{self._emulator.url}/storage/v1/b/{self.bucket}/o",
                           timeout=10) as response:
             return sorted(item["name"] for item in json.load(response).get("items", []))
+
+
+def _is_google(target):
+    """Whether a proxied request's target (`host:port` or a URL) is a Google host."""
+    host = urllib.parse.urlsplit(target if "://" in target else f"//{target}").hostname or ""
+    return host == "169.254.169.254" or host.endswith(
+        ("google.com", "googleapis.com", "google.internal"))
 
 
 def stop(process: subprocess.Popen):
