@@ -88,6 +88,15 @@ def test_missing_remote_files_raise_file_not_found(ram_root):
         storage.listdir(storage.join(ram_root, "no_dir"))
 
 
+def test_a_listing_holds_only_the_entries_under_the_directory(ram_root):
+    for name in ("eval_results.json", "eval/events.1", "evaluation/events.2"):
+        storage.makedirs(os.path.dirname(storage.join(ram_root, name)), exist_ok=True)
+        with storage.open(storage.join(ram_root, name), "w") as f:
+            f.write("x")
+    assert sorted(storage.listdir(storage.join(ram_root, "eval"))) == ["events.1"]
+    assert sorted(storage.listdir(ram_root)) == ["eval", "eval_results.json", "evaluation"]
+
+
 def test_a_tree_goes_to_object_storage_and_back_whole(tmp_path, ram_root):
     (tmp_path / "source" / "assets" / "tokenizer").mkdir(parents=True)
     (tmp_path / "source" / "config.json").write_text("{}")
