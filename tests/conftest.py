@@ -165,6 +165,7 @@ def gcs(local_gcs, monkeypatch):
         monkeypatch.setenv(name, value)
     yield local_gcs
     refused = local_gcs.refused_google_requests()
+    local_gcs.expected_refusals.clear()
     assert not refused, refused
 
 

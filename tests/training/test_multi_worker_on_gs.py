@@ -20,6 +20,9 @@ TRAIN_STEPS = 12
 # The workers reach each other by gRPC on localhost, which would otherwise take the
 # proxy that the environment names for TensorFlow's GCS requests.
 NO_GRPC_PROXY = {"no_grpc_proxy": "localhost,127.0.0.1"}
+# TensorFlow's preemption handling asks the metadata server whether it runs on Google
+# Cloud (`failure_handling_util.on_gcp`); refused, it is not, as this machine is not.
+GCE_DETECTION = "http://metadata.google.internal/computeMetadata/v1/instance/hostname"
 
 
 def _fingerprints(outputs):
@@ -28,6 +31,7 @@ def _fingerprints(outputs):
 
 
 def test_two_workers_on_gs_are_killed_and_resume_from_the_bucket(gcs, write_config):
+    gcs.expect_refused(GCE_DETECTION)
     config = write_config(trainer={"train_steps": TRAIN_STEPS, "steps_per_loop": 2,
                                    "checkpoint_every": 4, "eval_every": 0})
     model_dir = gcs.path("cluster")
