@@ -8,8 +8,8 @@
 `python -m bert_tf.export`, `evaluate` and `predict` read the directory as they
 read the run. The weights are written from the model the checkpoint was just
 restored into, so a checkpoint that `trainer.max_to_keep` deletes after its
-evaluation is still kept here. Every file operation uses `tf.io.gfile`
-(gs:// runs).
+evaluation is still kept here. Every file operation goes through
+`bert_tf.storage` (gs:// runs).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.checkpoints import native
 from bert_tf.training.trainer import PARAMS_FILE
 
@@ -59,9 +60,9 @@ class BestCheckpoint:
 
     def _read_record(self) -> dict | None:
         path = os.path.join(self.directory, RECORD_FILE)
-        if not tf.io.gfile.exists(path):
+        if not storage.exists(path):
             return None
-        with tf.io.gfile.GFile(path) as f:
+        with storage.open(path, encoding="utf-8") as f:
             try:
                 record = json.load(f)
             except json.JSONDecodeError as error:
@@ -97,12 +98,12 @@ class BestCheckpoint:
           step: its global step.
           metrics: its evaluation (`metric` among them).
         """
-        tf.io.gfile.makedirs(self.directory)
+        storage.makedirs(self.directory, exist_ok=True)
         self._write_weights(model)
         for name in _RUN_FILES:
             source = os.path.join(self.model_dir, name)
-            if tf.io.gfile.exists(source):
-                tf.io.gfile.copy(source, os.path.join(self.directory, name), overwrite=True)
+            if storage.exists(source):
+                storage.copy(source, os.path.join(self.directory, name))
         self.record = {"checkpoint": checkpoint, "step": step, "metric": self.metric,
                        "mode": self.mode, "value": metrics[self.metric], "metrics": metrics,
                        "export": None}
@@ -134,14 +135,13 @@ class BestCheckpoint:
         final = os.path.join(self.directory, native.WEIGHTS_PREFIX)
         partial = f"{final}-partial-{os.getpid()}"
         tf.train.Checkpoint(**{native.WEIGHTS_KEY: native.weights_dict(model)}).write(partial)
-        written = tf.io.gfile.glob(partial + ".*")
-        for path in tf.io.gfile.glob(final + ".*"):
-            tf.io.gfile.remove(path)
+        written = storage.glob(partial + ".*")
+        for path in storage.glob(final + ".*"):
+            storage.remove(path)
         for path in sorted(written, key=lambda path: path.endswith(".index")):
-            tf.io.gfile.rename(path, final + path[len(partial):], overwrite=True)
+            storage.rename(path, final + path[len(partial):])
 
     def _write_record(self) -> None:
         path = os.path.join(self.directory, RECORD_FILE)
-        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        with storage.atomic_write(path, encoding="utf-8") as f:
             json.dump(self.record, f, indent=2, sort_keys=True)
-        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)

@@ -15,7 +15,8 @@ checkpoint it has not evaluated, in step order:
   3. keeps the best checkpoint by one metric in `RUN/best/`
      (`bert_tf.best_checkpoint`), exported on request;
   4. appends `{"checkpoint", "step", "metrics", "seconds"}` as one line of
-     `RUN/eval_history.jsonl` (rewritten whole and renamed: GCS cannot append).
+     `RUN/eval_history.jsonl` (rewritten whole, `storage.atomic_write`: GCS
+     cannot append).
 
 The history is what a restarted watcher skips. A checkpoint that disappears
 while it is read (`trainer.max_to_keep` deleted it), or does not read back,
@@ -23,7 +24,7 @@ is skipped with one log line. The watcher stops once it has seen the
 checkpoint at the run's `trainer.train_steps` (the trainer writes the step
 count it resolved into params.yaml; it writes no other completion marker),
 or after `timeout_seconds` without a new checkpoint. Every file operation
-here uses `tf.io.gfile`, so `RUN` may be a gs:// path.
+here goes through `bert_tf.storage`, so `RUN` may be a gs:// path.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collections.abc import Callable
 import tensorflow as tf
 import yaml
 
+from bert_tf import storage
 from bert_tf.best_checkpoint import MODES, BestCheckpoint
 from bert_tf.checkpoints import assign, native, readable, weight_map
 from bert_tf.training.checkpointing import CHECKPOINT_NAME
@@ -86,7 +88,7 @@ def checkpoint_prefix(model_dir: str, name: str) -> str:
             return prefix
     # A checkpoint the state file no longer lists (e.g. copied in) is still readable.
     prefix = os.path.join(model_dir, wanted)
-    if _CHECKPOINT_NAME.fullmatch(wanted) and tf.io.gfile.exists(prefix + ".index"):
+    if _CHECKPOINT_NAME.fullmatch(wanted) and storage.exists(prefix + ".index"):
         return prefix
     available = ", ".join(os.path.basename(prefix) for _, prefix in listed) or "none"
     raise CheckpointNotFoundError(f"checkpoint {name} is not in {model_dir}; its checkpoints: "
@@ -94,8 +96,7 @@ def checkpoint_prefix(model_dir: str, name: str) -> str:
 
 
 def _files_exist(prefix: str) -> bool:
-    return (tf.io.gfile.exists(prefix + ".index")
-            and bool(tf.io.gfile.glob(prefix + ".data-*")))
+    return storage.exists(prefix + ".index") and bool(storage.glob(prefix + ".data-*"))
 
 
 def build_model(task):
@@ -133,9 +134,9 @@ def final_step(model_dir: str) -> int | None:
     """The run's `trainer.train_steps` as its params.yaml records it, or None if unknown."""
     path = os.path.join(model_dir, PARAMS_FILE)
     try:
-        with tf.io.gfile.GFile(path) as f:
+        with storage.open(path, encoding="utf-8") as f:
             values = yaml.safe_load(f)
-    except (tf.errors.NotFoundError, yaml.YAMLError):
+    except (FileNotFoundError, yaml.YAMLError):
         return None  # not written yet, or being rewritten by a resuming trainer
     steps = (values or {}).get("trainer", {}).get("train_steps")
     return steps if isinstance(steps, int) else None
@@ -151,7 +152,7 @@ def wait_for_run(model_dir: str, poll_seconds: float, timeout_seconds: float | N
     """
     files = [os.path.join(model_dir, name) for name in (PARAMS_FILE, native.METADATA_NAME)]
     start, announced = clock(), False
-    while not all(tf.io.gfile.exists(path) for path in files):
+    while not all(storage.exists(path) for path in files):
         if timeout_seconds is not None and clock() - start >= timeout_seconds:
             return False
         if not announced:
@@ -176,10 +177,10 @@ class History:
         self.entries = self._read()
 
     def _read(self) -> list[dict]:
-        if not tf.io.gfile.exists(self.path):
+        if not storage.exists(self.path):
             return []
         entries = []
-        with tf.io.gfile.GFile(self.path) as f:
+        with storage.open(self.path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -199,11 +200,10 @@ class History:
         return {int(entry["step"]) for entry in self.entries}
 
     def append(self, entry: dict) -> None:
-        """Adds `entry` and rewrites the file (written aside and renamed)."""
+        """Adds `entry` and rewrites the file whole (`storage.atomic_write`)."""
         self.entries.append(entry)
-        with tf.io.gfile.GFile(self.path + ".tmp", "w") as f:
+        with storage.atomic_write(self.path, encoding="utf-8") as f:
             f.write("".join(json.dumps(e, sort_keys=True) + "\n" for e in self.entries))
-        tf.io.gfile.rename(self.path + ".tmp", self.path, overwrite=True)
 
 
 def write_summaries(model_dir: str, step: int, checkpoint: str, metrics: dict) -> None:

@@ -213,10 +213,12 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = None,
 
 
 # TensorFlow's ram:// (the in-memory stand-in for object storage that tests use) differs
-# from gs:// twice: its `isdir` and `exists` hold for any string prefix of a stored name
-# (`ram://run/ckpt-4` is a directory once `ram://run/ckpt-4.index` exists), so there a
-# directory must be an entry itself or hold a name under `path/`; and opening an existing
-# file for writing appends to it, so it is deleted first.
+# from gs:// three times: its `isdir` and `exists` hold for any string prefix of a stored
+# name (`ram://run/ckpt-4` is a directory once `ram://run/ckpt-4.index` exists), so there a
+# directory must be an entry itself or hold a name under `path/`; its `listdir` lists the
+# rest of every name that starts with `path` (`_results.json` in `ram://run/eval` beside
+# `ram://run/eval_results.json`), so only the names that exist under `path/` are kept; and
+# opening an existing file for writing appends to it, so it is deleted first.
 _RAM_SCHEMES = ("ram",)
 
 
@@ -279,7 +281,10 @@ def listdir(path: str) -> list:
     """The names of the entries of directory `path` (no trailing slashes)."""
     if _remote(path):
         with _as_os_errors(path):
-            return [name.rstrip("/") for name in _gfile().listdir(path)]
+            names = [name.rstrip("/") for name in _gfile().listdir(path)]
+        if _SCHEME.match(path).group(1) in _RAM_SCHEMES:
+            names = [name for name in names if exists(join(path, name))]
+        return names
     return os.listdir(path)
 
 
@@ -340,6 +345,30 @@ def copy(source: str, destination: str) -> None:
             _gfile().copy(source, destination, overwrite=True)
         return
     shutil.copyfile(source, destination)
+
+
+def copy_tree(source: str, destination: str) -> list:
+    """Copies every file under directory `source` to the same place under `destination`.
+
+    Either side may be local or a scheme path; existing files are replaced.
+
+    Args:
+      source: an existing directory.
+      destination: created where directories exist.
+
+    Returns:
+      the copied files' paths relative to `source` ("/"-separated), sorted.
+    """
+    copied = []
+    makedirs(destination, exist_ok=True)
+    for name in sorted(listdir(source)):
+        inner = join(source, name)
+        if isdir(inner):
+            copied += [f"{name}/{part}" for part in copy_tree(inner, join(destination, name))]
+        else:
+            copy(inner, join(destination, name))
+            copied.append(name)
+    return copied
 
 
 def join(path: str, *names: str) -> str:

@@ -11,6 +11,10 @@ SQuAD and NER: F1; SWAG: accuracy) wins. Runs execute one after another as
 `python -m bert_tf.train` processes; running the command again skips the
 finished runs and resumes an interrupted one. `model_dir/sweep_results.json`
 lists every run's metrics and names the best.
+
+`sweep(..., run_training=bert_tf.train.main)` trains each run in the calling
+process instead, with the same command line (for a file system that only
+this process sees, such as TensorFlow's in-memory `ram://`).
 """
 
 import argparse
@@ -18,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 
 import yaml
 
@@ -67,8 +72,32 @@ def finished_results(run_dir):
     return results if results["step"] == train_steps else None
 
 
-def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=()):
-    """Runs the grid; returns the summary written to `model_dir/sweep_results.json`."""
+def train_in_subprocess(argv: Sequence[str]) -> int:
+    """Runs `python -m bert_tf.train` with `argv` in a new process; returns its exit code.
+
+    Each run then frees its memory and its TensorFlow state when it ends.
+
+    Args:
+      argv: the command line after `python -m bert_tf.train`.
+    """
+    return subprocess.run([sys.executable, "-m", "bert_tf.train", *argv]).returncode
+
+
+def sweep(config: str, init_checkpoint: str, model_dir: str, learning_rates: Sequence[float],
+          epochs: Sequence[float], overrides: Sequence[str] = (),
+          run_training: Callable[[list[str]], int] = train_in_subprocess) -> dict:
+    """Runs the grid; returns the summary written to `model_dir/sweep_results.json`.
+
+    Args:
+      config: the fine-tuning experiment (a packaged config name or a YAML path).
+      init_checkpoint: the pretrained checkpoint every run starts from.
+      model_dir: the sweep's directory; each run goes to a sub-directory.
+      learning_rates, epochs: the grid.
+      overrides: `a.b=c` strings applied to every run.
+      run_training: trains one run from `python -m bert_tf.train`'s command line and
+        returns its exit code: `train_in_subprocess` (default), or `bert_tf.train.main`
+        to train in this process.
+    """
     from bert_tf import tasks
 
     task_class, experiment = tasks.load_experiment(config, list(overrides))
@@ -83,14 +112,14 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
             run_dir = os.path.join(model_dir, name)
             results = finished_results(run_dir)
             if results is None:
-                command = [sys.executable, "-m", "bert_tf.train", "--config", config,
-                           "--model_dir", run_dir, "--init_checkpoint", init_checkpoint,
-                           "--set", f"optimizer.learning_rate={learning_rate}",
-                           "--set", f"trainer.train_epochs={epoch_count}"]
+                argv = ["--config", config, "--model_dir", run_dir,
+                        "--init_checkpoint", init_checkpoint,
+                        "--set", f"optimizer.learning_rate={learning_rate}",
+                        "--set", f"trainer.train_epochs={epoch_count}"]
                 for override in overrides:
-                    command += ["--set", override]
+                    argv += ["--set", override]
                 print(f"== {name}", flush=True)
-                code = subprocess.run(command).returncode
+                code = run_training(argv)
                 if code != 0:
                     raise RuntimeError(f"run {name} failed with exit code {code}; "
                                        "run the same command to resume it")

@@ -146,6 +146,29 @@ def minilm_dir():
     return require(path, "MiniLM checkpoint folder")
 
 
+@pytest.fixture(scope="module")
+def local_gcs():
+    """A local Google Cloud Storage bucket for the test file (`tests.gcs_emulator.LocalGcs`)."""
+    from tests.gcs_emulator import LocalGcs
+
+    with LocalGcs() as gcs:
+        yield gcs
+
+
+@pytest.fixture
+def gcs(local_gcs, monkeypatch):
+    """The bucket, with this process's environment pointed at it for the test.
+
+    Fails the test when TensorFlow asked another Google service than storage.
+    """
+    for name, value in local_gcs.environment.items():
+        monkeypatch.setenv(name, value)
+    yield local_gcs
+    refused = local_gcs.refused_google_requests()
+    local_gcs.expected_refusals.clear()
+    assert not refused, refused
+
+
 @pytest.fixture(scope="session")
 def bert_corpus(tmp_path_factory):
     """Twenty real State of the Union speeches in BERT's corpus format.

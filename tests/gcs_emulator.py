@@ -264,6 +264,8 @@ class LocalGcs:
 
     def __init__(self, bucket: str = "bert-tf-test"):
         self.bucket = bucket
+        # Refused requests a test expects (`expect_refused`); cleared by `gcs`'s teardown.
+        self.expected_refusals = set()
 
     def __enter__(self) -> LocalGcs:
         self._files = tempfile.TemporaryDirectory(prefix="local_gcs_")
@@ -318,11 +320,37 @@ class LocalGcs:
         with open(self._log, encoding="utf-8") as f:
             return [tuple(json.loads(line)) for line in f]
 
+    def expect_refused(self, target: str) -> None:
+        """Lets the proxy refuse requests for `target` (a URL) without failing the test.
+
+        Args:
+            target: the URL exactly as the proxy logs it.
+        """
+        self.expected_refusals.add(target)
+
+    def refused_google_requests(self) -> list[tuple[str, str, str]]:
+        """The requests to another Google host (or the metadata server) the proxy refused,
+        other than those `expect_refused` names.
+
+        A request to any other host is not TensorFlow's: a library of the test
+        process may send telemetry through the proxy the environment names.
+        """
+        return [request for request in self.requests()
+                if request[0].startswith("REFUSED") and _is_google(request[1])
+                and request[1] not in self.expected_refusals]
+
     def object_names(self) -> list[str]:
         """Every object name in the bucket, asked of the emulator directly."""
         with _DIRECT.open(f"{self._emulator.url}/storage/v1/b/{self.bucket}/o",
                           timeout=10) as response:
             return sorted(item["name"] for item in json.load(response).get("items", []))
+
+
+def _is_google(target):
+    """Whether a proxied request's target (`host:port` or a URL) is a Google host."""
+    host = urllib.parse.urlsplit(target if "://" in target else f"//{target}").hostname or ""
+    return host == "169.254.169.254" or host.endswith(
+        ("google.com", "googleapis.com", "google.internal"))
 
 
 def stop(process: subprocess.Popen):

@@ -88,6 +88,30 @@ def test_missing_remote_files_raise_file_not_found(ram_root):
         storage.listdir(storage.join(ram_root, "no_dir"))
 
 
+def test_a_listing_holds_only_the_entries_under_the_directory(ram_root):
+    for name in ("eval_results.json", "eval/events.1", "evaluation/events.2"):
+        storage.makedirs(os.path.dirname(storage.join(ram_root, name)), exist_ok=True)
+        with storage.open(storage.join(ram_root, name), "w") as f:
+            f.write("x")
+    assert sorted(storage.listdir(storage.join(ram_root, "eval"))) == ["events.1"]
+    assert sorted(storage.listdir(ram_root)) == ["eval", "eval_results.json", "evaluation"]
+
+
+def test_a_tree_goes_to_object_storage_and_back_whole(tmp_path, ram_root):
+    (tmp_path / "source" / "assets" / "tokenizer").mkdir(parents=True)
+    (tmp_path / "source" / "config.json").write_text("{}")
+    (tmp_path / "source" / "assets" / "tokenizer" / "vocabulary.txt").write_text("[PAD]\n")
+    assert storage.copy_tree(str(tmp_path / "source"), ram_root) == [
+        "assets/tokenizer/vocabulary.txt", "config.json"]
+    assert storage.read_text(storage.join(ram_root, "assets", "tokenizer",
+                                          "vocabulary.txt")) == "[PAD]\n"
+    back = tmp_path / "back"
+    assert storage.copy_tree(ram_root, str(back)) == ["assets/tokenizer/vocabulary.txt",
+                                                      "config.json"]
+    assert (back / "assets" / "tokenizer" / "vocabulary.txt").read_text() == "[PAD]\n"
+    assert (back / "config.json").read_text() == "{}"
+
+
 def test_a_failed_local_atomic_write_keeps_the_old_file(tmp_path):
     path = str(tmp_path / "results.json")
     with storage.atomic_write(path) as f:

@@ -1,6 +1,6 @@
 """KerasHub BERT presets (`keras_hub.models.BertBackbone`, written by `save_to_preset`).
 
-A preset is a local directory:
+A preset is a directory:
 
     config.json                        the backbone: class_name "BertBackbone" and its arguments
     model.weights.h5                   the backbone's weights (Keras' weights file)
@@ -18,13 +18,19 @@ are read by KerasHub's own backbone (`keras_hub`, the `kerashub` extra).
 Loading never deserialises a Keras object from the preset: the backbone is
 built from the arguments read out of `config.json`.
 
+KerasHub and Keras' weights files read and write local paths only: a preset
+on object storage (`gs://...`) passes through a temporary local directory,
+removed when the read or write ends.
+
 Legend: D hidden size, N heads, H head size.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import tempfile
 
 import numpy as np
 
@@ -265,6 +271,30 @@ def _check_weights_fit(weights, backbone, config_path):
                      f"{detail})")
 
 
+@contextlib.contextmanager
+def _local_file(path):
+    """`path` itself when local; else a temporary local copy of it, removed afterwards."""
+    if not storage.has_scheme(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="bert_tf_kerashub_") as staging:
+        local = os.path.join(staging, os.path.basename(path))
+        storage.copy(path, local)
+        yield local
+
+
+@contextlib.contextmanager
+def _local_directory(directory):
+    """`directory` itself when local; else a temporary local one, copied to `directory`
+    (created) when the block ends without an error, then removed."""
+    if not storage.has_scheme(directory):
+        yield directory
+        return
+    with tempfile.TemporaryDirectory(prefix="bert_tf_kerashub_") as staging:
+        yield staging
+        storage.copy_tree(staging, directory)
+
+
 def read_arrays(path: str, slots: list) -> dict:
     """{canonical name: array in our layout} for the slots found in the preset `path`.
 
@@ -274,17 +304,15 @@ def read_arrays(path: str, slots: list) -> dict:
 
     Raises:
       FileNotFoundError: no weights file.
-      ValueError: `path` is not local, or the weights do not fit the backbone that
-        `config.json` describes.
+      ValueError: the weights do not fit the backbone that `config.json` describes.
       MissingDependencyError: keras-hub is not installed.
     """
-    if storage.has_scheme(path):  # Keras reads weights files from local paths only
-        raise ValueError(f"{path}: KerasHub presets are read from local directories")
     weights = weights_file(path)
     keras_hub = _keras_hub(f"reading the KerasHub preset {path}")
     backbone = _build_backbone(read_config(path), keras_hub)
-    _check_weights_fit(weights, backbone, os.path.join(path, CONFIG_NAME))
-    backbone.load_weights(weights)
+    with _local_file(weights) as local_weights:
+        _check_weights_fit(local_weights, backbone, os.path.join(path, CONFIG_NAME))
+        backbone.load_weights(local_weights)
     variables = _backbone_variables(backbone)
     return {slot.name: _to_ours(slot.name, np.asarray(variables[slot.name].numpy()))
             for slot in slots if slot.name in variables}
@@ -328,22 +356,20 @@ def write_preset(model, directory: str, vocab_file: str | None,
 
     Args:
       model: a `BertEncoder` or `BertPretrainer`.
-      directory: a local output directory (created).
+      directory: the output directory (created).
       vocab_file: the WordPiece vocabulary, with [PAD], [UNK], [CLS], [SEP] and [MASK];
         required, as the presets this module reads ship one.
       lower_case: the tokenizer's casing (guessed from the vocabulary when None).
         Lower-casing also strips accents, as BERT's uncased tokenizer does.
 
     Raises:
-      ValueError: no `vocab_file`, `directory` is not local, or the encoder does not
-        fit `BertBackbone` (see `to_backbone`).
+      ValueError: no `vocab_file`, or the encoder does not fit `BertBackbone` (see
+        `to_backbone`).
       MissingDependencyError: keras-hub is not installed.
     """
     if not vocab_file:
         raise ValueError(f"{directory}: a KerasHub preset ships its tokenizer; give the "
                          "vocabulary (vocab_file, or --vocab_file)")
-    if storage.has_scheme(directory):
-        raise ValueError(f"{directory}: KerasHub presets are written to local directories")
     from bert_tf.text import tokenizer_contract as contracts
 
     keras_hub = _keras_hub("the KerasHub export")
@@ -357,6 +383,7 @@ def write_preset(model, directory: str, vocab_file: str | None,
     # position table, so the classifier's preprocessor is written with ours.
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
         tokenizer, sequence_length=backbone.max_sequence_length)
-    backbone.save_to_preset(directory)
-    preprocessor.save_to_preset(directory)  # with the tokenizer and its vocabulary
+    with _local_directory(directory) as local:
+        backbone.save_to_preset(local)
+        preprocessor.save_to_preset(local)  # with the tokenizer and its vocabulary
     return directory

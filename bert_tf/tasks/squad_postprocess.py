@@ -15,7 +15,8 @@ import json
 import os
 
 import numpy as np
-import tensorflow as tf
+
+from bert_tf import storage
 
 # Offsets reported for the null ("") answer, which has no place in the context.
 NULL_CHAR = -1
@@ -149,14 +150,15 @@ def write_predictions(output_dir, predictions, nbest, null_odds):
     Returns:
       {"predictions": path, "nbest_predictions": path[, "null_odds": path]}.
     """
-    tf.io.gfile.makedirs(output_dir)
+    storage.makedirs(output_dir, exist_ok=True)
     files = {"predictions": predictions, "nbest_predictions": nbest}
     if null_odds:
         files["null_odds"] = null_odds
     paths = {}
     for name, content in files.items():
         path = os.path.join(output_dir, f"{name}.json")
-        with tf.io.gfile.GFile(path, "w") as f:
+        # Written whole: a rewritten file replaces the old one on every file system.
+        with storage.atomic_write(path, encoding="utf-8") as f:
             # The official scorers read this with json.load, which accepts
             # the Infinity written for an example without any valid span.
             f.write(json.dumps(content, indent=2, ensure_ascii=False) + "\n")

@@ -9,13 +9,15 @@ import json
 import os
 import shutil
 import sys
+import tempfile
+import uuid
 
 import keras_hub
 import numpy as np
 import pytest
 
 import bert_tf
-from bert_tf import convert
+from bert_tf import convert, storage
 from bert_tf.checkpoints import keras_hub_preset, loading, weight_map
 from bert_tf.models import BertEncoder
 from bert_tf.optional_imports import MissingDependencyError
@@ -259,7 +261,7 @@ def test_without_keras_hub_the_extra_is_named(kerashub_preset, tmp_path, capsys,
                                        "which is not installed: pip install 'bert_tf[kerashub]'\n")
 
 
-def test_a_preset_is_written_with_its_vocabulary_to_a_local_directory(tmp_path, capsys):
+def test_a_preset_is_written_with_its_vocabulary(tmp_path, capsys):
     # Every preset written reads back: the reader refuses a preset without a vocabulary.
     native, out = str(tmp_path / "native"), str(tmp_path / "preset")
     loading.save(_random_encoder(), native)
@@ -271,9 +273,23 @@ def test_a_preset_is_written_with_its_vocabulary_to_a_local_directory(tmp_path, 
     assert convert.main(["--input", native, "--to", "kerashub", "--output", out,
                          "--vocab_file", vocab]) == 0
     assert loading.describe(out).tokenizer_contract["vocab_size"] == len(VOCAB)
-    with pytest.raises(ValueError, match="^gs://bucket/preset: KerasHub presets are written "
-                                         "to local directories$"):
-        keras_hub_preset.write_preset(_random_encoder(), "gs://bucket/preset", vocab)
-    with pytest.raises(ValueError, match="^gs://bucket/preset: KerasHub presets are read "
-                                         "from local directories$"):
-        keras_hub_preset.read_arrays("gs://bucket/preset", [])
+
+
+def test_a_preset_goes_to_object_storage_and_back_through_a_removed_local_copy(
+        tmp_path, monkeypatch):
+    staging = tmp_path / "tmp"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+    encoder, preset = _random_encoder(), f"ram://kerashub-{uuid.uuid4().hex[:8]}/preset"
+    local = str(tmp_path / "local")
+    for directory in (preset, local):
+        keras_hub_preset.write_preset(encoder, directory, _vocab_file(tmp_path), True)
+    assert storage.copy_tree(preset, str(tmp_path / "copied")) == sorted(
+        os.path.relpath(os.path.join(folder, name), local).replace(os.sep, "/")
+        for folder, _, names in os.walk(local) for name in names)
+    slots = weight_map.encoder_slots(encoder)
+    arrays = keras_hub_preset.read_arrays(preset, slots)
+    assert sorted(arrays) == sorted(slot.name for slot in slots)
+    for slot in slots:
+        np.testing.assert_array_equal(arrays[slot.name], slot.variable.numpy(), err_msg=slot.name)
+    assert not os.listdir(staging)  # the local copies were removed

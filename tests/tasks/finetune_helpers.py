@@ -42,3 +42,30 @@ def finetune(config_name, model_dir, init_checkpoint, **values):
     task_class, experiment = tasks.load_experiment(config_path(config_name),
                                                    config_overrides(config_name, **values))
     return train.run(task_class, experiment, str(model_dir), init_checkpoint)
+
+
+def tiny_vocab():
+    """A 76-token lower-case WordPiece vocabulary (specials, letters, digits, punctuation,
+    `##` letters): every GLUE sentence tokenizes, into a tiny embedding table."""
+    import string
+
+    return (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(string.ascii_lowercase)
+            + list(string.digits) + list(".,'\"-()") + ["##" + c for c in string.ascii_lowercase])
+
+
+def save_tiny_encoder(directory, vocab_file, **config):
+    """Saves a random 2-layer encoder of hidden size 16 over `vocab_file` (bert_tf format).
+
+    Args:
+      directory: where it goes (local or a scheme path).
+      vocab_file: a vocabulary of `tiny_vocab()`'s tokens.
+      **config: other `BertEncoder` arguments, e.g. `hidden_act`.
+    """
+    from bert_tf.checkpoints import loading
+    from bert_tf.models.bert_encoder import BertEncoder
+
+    encoder = BertEncoder(vocab_size=len(tiny_vocab()), hidden_size=16, num_layers=2,
+                          num_heads=2, intermediate_size=32, max_position_embeddings=64,
+                          **config)
+    loading.save(encoder, str(directory), vocab_file=str(vocab_file), lower_case=True)
+    return str(directory)

@@ -10,14 +10,13 @@ import json
 import logging
 import os
 import shutil
-import string
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import REPO, config_overrides, config_path, finetune
+from finetune_helpers import REPO, config_overrides, config_path, finetune, tiny_vocab
 
 from bert_tf import continuous_eval, evaluate
 from bert_tf.best_checkpoint import BEST_DIR, RECORD_FILE, BestCheckpoint
@@ -31,8 +30,7 @@ DELETED = "ckpt-4"
 
 
 def _tiny_vocab(path):
-    tokens = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(string.ascii_lowercase)
-              + list(string.digits) + list(".,'\"-()") + ["##" + c for c in string.ascii_lowercase])
+    tokens = tiny_vocab()
     path.write_text("\n".join(tokens) + "\n")
     return len(tokens)
 

@@ -98,9 +98,10 @@ def max_weight_difference(a, b):
     return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k]))) for k in a)
 
 
-def start_workers(command, count=2):
+def start_workers(command, count=2, **env):
     """Starts `command` (a list) as each worker of a `count`-worker cluster on localhost.
 
+    `env` is added to each worker's environment (`train_env`).
     Returns the processes (stdout and stderr together in `stdout`).
     """
     from tests.ports import free_ports
@@ -111,6 +112,6 @@ def start_workers(command, count=2):
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
         processes.append(subprocess.Popen(
-            command, cwd=REPO, env=train_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE,
+            command, cwd=REPO, env=train_env(TF_CONFIG=tf_config, **env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     return processes

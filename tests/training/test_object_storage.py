@@ -8,7 +8,6 @@ a checkpoint, as a job whose `model_dir` is a bucket does.
 """
 
 import signal
-import urllib.parse
 
 import keras
 import numpy as np
@@ -16,37 +15,11 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from tests.gcs_emulator import GOOGLE_APIS_HOSTS, LocalGcs
+from tests.gcs_emulator import GOOGLE_APIS_HOSTS
 from tests.training.conftest import run_train, start_until_step, tiny_experiment, train_env
 
 # An emulator process and real HTTP round trips: the second test command.
 pytestmark = pytest.mark.long
-
-
-@pytest.fixture(scope="module")
-def local_gcs():
-    with LocalGcs() as gcs:
-        yield gcs
-
-
-@pytest.fixture
-def gcs(local_gcs, monkeypatch):
-    """The bucket, with this process's environment pointed at it for the test."""
-    for name, value in local_gcs.environment.items():
-        monkeypatch.setenv(name, value)
-    yield local_gcs
-    # TensorFlow asked for no other Google service. (Other hosts are not its: a library
-    # of this test process may send telemetry through the proxy the environment names.)
-    refused = [request for request in local_gcs.requests()
-               if request[0].startswith("REFUSED") and _is_google(request[1])]
-    assert not refused, refused
-
-
-def _is_google(target):
-    """Whether a proxied request's target (`host:port` or a URL) is a Google host."""
-    host = urllib.parse.urlsplit(target if "://" in target else f"//{target}").hostname or ""
-    return host == "169.254.169.254" or host.endswith(
-        ("google.com", "googleapis.com", "google.internal"))
 
 
 def test_gfile_writes_reads_lists_renames_and_deletes_objects(gcs):

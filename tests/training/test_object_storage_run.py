@@ -8,19 +8,21 @@ nothing may appear on the local disk (no folder named `ram:` anywhere).
 import glob
 import logging
 import os
-import tempfile
+import signal
 import uuid
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import REPO, tiny_experiment
+from conftest import tiny_experiment
 
 import bert_tf
 from bert_tf import storage, tasks, train
 from bert_tf.checkpoints import readable
 from bert_tf.export import __main__ as export_cli
+from bert_tf.training import progress
+from tests.local_disk import LocalDiskGuard
 
 RUN_FILES = {"params.yaml", "bert_tf_model.json", "vocab.txt", "eval_results.json", "checkpoint"}
 
@@ -47,41 +49,31 @@ def _train(config, model_dir, *overrides):
     return train.run(task_class, experiment, model_dir)
 
 
-def _entries_named_like_a_scheme(*roots):
-    """Local paths whose name starts with `ram:` under `roots` (a split run leaves one)."""
-    found = []
-    for root in roots:
-        for folder, names, files in os.walk(root):
-            names[:] = [name for name in names if name not in (".git", "__pycache__")]
-            found += [os.path.join(folder, name) for name in names + files
-                      if name.startswith("ram:")]
-    return found
-
-
 @pytest.fixture
 def no_local_writes(tmp_path, monkeypatch):
     """Runs the test in an empty working and temporary directory; both must stay empty."""
-    cwd, temporary = tmp_path / "cwd", tmp_path / "tmp"
-    cwd.mkdir()
-    temporary.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("TMPDIR", str(temporary))
-    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    guard = LocalDiskGuard(tmp_path, monkeypatch)
     yield
-    assert not os.listdir(cwd), os.listdir(cwd)
-    # AutoGraph caches the Python it generates from our functions there: no run data.
-    written = [name for name in os.listdir(temporary)
-               if not name.startswith("__autograph_generated_file")]
-    assert not written, written
-    assert not _entries_named_like_a_scheme(REPO, str(tmp_path)), \
-        _entries_named_like_a_scheme(REPO, str(tmp_path))
+    guard.check()
 
 
-# A whole journey (two trainings, an evaluation, two exports): the second test command.
+def _sigterm_after_step(monkeypatch, step):
+    """This process gets SIGTERM once the trainer has reported `step`, as from a scheduler."""
+    report = progress.Progress.update
+
+    def report_then_signal(self, reported, *args, **kwargs):
+        report(self, reported, *args, **kwargs)
+        if reported == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(progress.Progress, "update", report_then_signal)
+
+
+# A whole journey (four trainings, an evaluation, two exports): the second test command.
 @pytest.mark.slow
 @pytest.mark.long
 def test_a_run_trains_resumes_exports_and_loads_on_object_storage(
-        bert_corpus, shared_file, no_local_writes, caplog, capsys):
+        bert_corpus, shared_file, no_local_writes, monkeypatch, caplog, capsys):
     root = f"ram://journey-{uuid.uuid4().hex[:8]}"
     corpus, vocab = _copy_inputs_to(root, bert_corpus,
                                     shared_file("vocab", "bert-base-uncased-vocab.txt"))
@@ -90,13 +82,26 @@ def test_a_run_trains_resumes_exports_and_loads_on_object_storage(
         "eval_steps": 1})
     model_dir = storage.join(root, "run")
 
-    assert _train(config, model_dir) == 0
+    # SIGTERM (a preemption) after step 1, which is no checkpoint step: the trainer saves
+    # it and ends with 0.
+    with monkeypatch.context() as patch, caplog.at_level(logging.INFO):
+        _sigterm_after_step(patch, 1)
+        assert _train(config, model_dir) == 0
+    assert "stopped by SIGTERM at step 1 after saving; run the same command to resume" in \
+        caplog.messages
+    assert readable.listed_checkpoints(model_dir) == [storage.join(model_dir, "ckpt-1")]
+    assert not storage.exists(storage.join(model_dir, "eval_results.json"))  # eval_every 4
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert _train(config, model_dir) == 0
+    assert f"resumed from {model_dir}/ckpt-1 (step 1)" in caplog.messages
     names = set(storage.listdir(model_dir))
     assert RUN_FILES | {"ckpt-4.index", "train", "eval"} <= names, names
     assert ".lock" not in names  # released when the trainer ended
     assert storage.glob(storage.join(model_dir, "train", "events.out.tfevents.*"))
 
-    # Resumed by a second run to more steps: the run continues where it stopped.
+    # Resumed by a third run to more steps: the run continues where it stopped.
+    caplog.clear()
     with caplog.at_level(logging.INFO):
         assert _train(config, model_dir, "trainer.train_steps=6") == 0
     assert f"resumed from {model_dir}/ckpt-4 (step 4)" in caplog.messages
