@@ -150,42 +150,46 @@ class TextPreprocessor(keras.layers.Layer):
 
     # --- call ----------------------------------------------------------------
 
+    def __call__(self, inputs, **kwargs):
+        # Checked here, before Keras wraps what `call` raises in several lines.
+        # Keras takes only tensors positionally: Python strings and NumPy
+        # arrays become string tensors first.
+        segments = [_checked_strings(segment, self.name) for segment in _segments(inputs)]
+        if len(segments) not in (1, 2):
+            raise ValueError(f"TextPreprocessor {self.name!r} takes one text or a pair of "
+                             f"texts (a tuple of two string batches), got {len(segments)} "
+                             "inputs")
+        if len(segments) == 2 and self.max_seq_length < 3:
+            raise ValueError(f"TextPreprocessor {self.name!r}: max_seq_length must be >= 3 "
+                             f"for a pair of texts, got {self.max_seq_length}")
+        symbolic = keras.backend.is_keras_tensor(segments[0])
+        if not symbolic and self._tokenizer is None:
+            raise self._no_vocabulary()
+        return super().__call__(segments[0] if len(segments) == 1 else tuple(segments),
+                                **kwargs)
+
+    # Graph ops only (tf.cond inside the tokenizer): nothing for AutoGraph to convert.
+    @tf.autograph.experimental.do_not_convert
     def call(self, inputs) -> dict[str, tf.Tensor]:
-        """Packs `inputs` (see the class docstring) into int32 features [B, S]."""
-        segments = [_string_batch(segment, self.name) for segment in _segments(inputs)]
-        self._check_segment_count(len(segments))
+        """Packs `inputs` (checked by `__call__`) into int32 features [B, S]."""
         tokenizer = self.tokenizer
-        packer = self._packer
+        segments = [_as_batch(segment) for segment in _segments(inputs)]
         # Tokenization has CPU kernels only.
         with tf.device("/cpu:0"):
             unbatched = segments[0].shape.rank == 0
             if unbatched:
                 segments = [segment[None] for segment in segments]
-            features = packer([tokenizer.tokenize(segment) for segment in segments])
+            features = self._packer([tokenizer.tokenize(segment) for segment in segments])
             if unbatched:
                 features = {key: value[0] for key, value in features.items()}
         return features
 
     def compute_output_spec(self, inputs) -> dict[str, keras.KerasTensor]:
         """The output structure, from the config alone (no vocabulary needed)."""
-        segments = _segments(inputs)
-        self._check_segment_count(len(segments))
-        shapes = []
-        for segment in segments:
-            if keras.backend.standardize_dtype(segment.dtype) != "string":
-                raise TypeError(_not_strings(self.name, f"a tensor of dtype {segment.dtype}"))
-            shapes.append(_batch_shape(tuple(segment.shape), self.name))
+        batch = _batch_shape(tuple(_segments(inputs)[0].shape))
         length = self.max_seq_length if self.pad_to_multiple is None else None
-        return {key: keras.KerasTensor(shapes[0] + (length,), dtype="int32")
+        return {key: keras.KerasTensor(batch + (length,), dtype="int32")
                 for key in SEQUENCE_KEYS}
-
-    def _check_segment_count(self, count: int) -> None:
-        if count not in (1, 2):
-            raise ValueError(f"TextPreprocessor {self.name!r} takes one text or a pair of "
-                             f"texts (a tuple of two string batches), got {count} inputs")
-        if count == 2 and self.max_seq_length < 3:
-            raise ValueError(f"TextPreprocessor {self.name!r}: max_seq_length must be >= 3 "
-                             f"for a pair of texts, got {self.max_seq_length}")
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -213,25 +217,39 @@ def _not_strings(layer_name: str, got: str) -> str:
             f"[batch, 1]), or a tuple of two for text pairs; got {got}")
 
 
-def _batch_shape(shape: tuple, layer_name: str) -> tuple:
-    """The batch part of a string input's shape: () or (B,), a trailing 1 dropped."""
-    if len(shape) == 2 and shape[1] == 1:
-        shape = shape[:1]
-    if len(shape) > 1:
+def _batch_shape(shape: tuple) -> tuple:
+    """The batch part of an accepted input's shape: () or (B,); a trailing 1 is dropped."""
+    return shape[:1] if len(shape) == 2 and shape[1] == 1 else shape
+
+
+def _checked_strings(segment, layer_name: str):
+    """`segment` as a (symbolic or real) string tensor of an accepted shape.
+
+    Raises:
+      TypeError: not strings (or strings in a RaggedTensor), naming what came.
+      ValueError: strings of another shape than [B], [B, 1] or a scalar.
+    """
+    if isinstance(segment, tf.RaggedTensor):
+        raise TypeError(_not_strings(layer_name, "a RaggedTensor"))
+    if not (tf.is_tensor(segment) or keras.backend.is_keras_tensor(segment)):
+        try:
+            segment = tf.convert_to_tensor(segment)
+        except (TypeError, ValueError):
+            raise TypeError(_not_strings(layer_name, f"a {type(segment).__name__}")) from None
+    dtype = keras.backend.standardize_dtype(segment.dtype)
+    if dtype != "string":
+        raise TypeError(_not_strings(layer_name, f"a tensor of dtype {dtype}"))
+    shape = segment.shape  # a tuple for symbolic inputs
+    if isinstance(shape, tf.TensorShape):
+        shape = None if shape.rank is None else tuple(shape)
+    if shape is None or len(_batch_shape(shape)) > 1:
         raise ValueError(_not_strings(layer_name, f"strings of shape {shape}"))
-    return shape
+    return segment
 
 
-def _string_batch(segment, layer_name: str) -> tf.Tensor:
-    """A string Tensor [B] (or a scalar) from any accepted input."""
-    try:
-        tensor = tf.convert_to_tensor(segment)
-    except (TypeError, ValueError):
-        raise TypeError(_not_strings(layer_name, f"a {type(segment).__name__}")) from None
-    if tensor.dtype != tf.string:
-        raise TypeError(_not_strings(layer_name, f"a tensor of dtype {tensor.dtype.name}"))
-    if tensor.shape.rank is None:
-        raise ValueError(_not_strings(layer_name, "strings of unknown rank"))
-    if len(_batch_shape(tuple(tensor.shape), layer_name)) < tensor.shape.rank:
-        tensor = tf.squeeze(tensor, axis=1)  # [B, 1] -> [B]
-    return tensor
+def _as_batch(segment) -> tf.Tensor:
+    """A checked segment as a string Tensor [B] (or a scalar): [B, 1] -> [B]."""
+    segment = tf.convert_to_tensor(segment)
+    if segment.shape.rank == 2:
+        segment = tf.squeeze(segment, axis=1)
+    return segment

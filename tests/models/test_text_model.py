@@ -46,7 +46,8 @@ def test_a_sequential_text_model_saves_with_its_vocabulary_and_loads_identically
     classifier = _classifier()
     model = keras.Sequential([keras.Input(shape=(), dtype="string"), preprocessor, classifier])
     texts = tf.constant(TEXTS)
-    before = _logits(model.predict(texts, verbose=0))
+    # Eager calls throughout: each traced predict function costs a trace of the tokenizer.
+    before = _logits(model(texts, training=False))
     # The model is the preprocessor then the classifier, nothing else.
     assert np.array_equal(before, _logits(classifier(preprocessor(texts), training=False)))
 
@@ -57,7 +58,7 @@ def test_a_sequential_text_model_saves_with_its_vocabulary_and_loads_identically
         assert len(assets) == 1 and archive.read(assets[0]) == vocab_bytes
     os.remove(vocab)  # the archive alone must do
     loaded = keras.saving.load_model(path)
-    assert np.array_equal(_logits(loaded.predict(texts, verbose=0)), before)
+    assert np.array_equal(_logits(loaded(texts, training=False)), before)
     reloaded = loaded.layers[0]
     assert isinstance(reloaded, TextPreprocessor) and reloaded is not preprocessor
     assert (reloaded.tokenizer.tokenizer_contract()
@@ -70,7 +71,7 @@ def test_a_text_model_of_pairs_is_the_classifier_on_packed_pairs(vocab_file, tmp
     model = TextModel(preprocessor, classifier, text_inputs=2)
     assert [tensor.name for tensor in model.inputs] == ["text", "text_pair"]
     inputs = {"text": tf.constant(TEXTS), "text_pair": tf.constant(PAIRS)}
-    outputs = _logits(model.predict(inputs, verbose=0))
+    outputs = _logits(model(inputs, training=False))
     packed = preprocessor((inputs["text"], inputs["text_pair"]))
     assert np.array_equal(outputs, _logits(classifier(packed, training=False)))
 
@@ -79,7 +80,13 @@ def test_a_text_model_of_pairs_is_the_classifier_on_packed_pairs(vocab_file, tmp
     loaded = keras.saving.load_model(path)
     assert type(loaded) is TextModel and loaded.text_inputs == 2
     assert isinstance(loaded.task_model, BertClassifier)
-    assert np.array_equal(_logits(loaded.predict(inputs, verbose=0)), outputs)
+    assert np.array_equal(_logits(loaded(inputs, training=False)), outputs)
+    # XLA has no string kernels: Keras refuses jit_compile for the text model only.
+    with pytest.warns(UserWarning, match="Model doesn't support `jit_compile=True`"):
+        loaded.compile(loss={"logits": "sparse_categorical_crossentropy"}, jit_compile=True)
+    assert loaded.jit_compile is False
+    classifier.compile(loss={"logits": "sparse_categorical_crossentropy"}, jit_compile=True)
+    assert classifier.jit_compile is True
     # load_encoder reads a saved text model's encoder.
     encoder = bert_tf.load_encoder(path)
     assert [w.tolist() for w in encoder.get_weights()] == [
@@ -142,8 +149,8 @@ def test_model_export_serves_raw_text_pairs(exported):
     assert sorted(served.structured_input_signature[1]) == ["text", "text_pair"]
     answer = served(text=tf.constant(TEXTS), text_pair=tf.constant(PAIRS))
     assert sorted(answer) == ["logits"]
-    expected = _logits(model.predict({"text": tf.constant(TEXTS),
-                                      "text_pair": tf.constant(PAIRS)}, verbose=0))
+    expected = _logits(model({"text": tf.constant(TEXTS), "text_pair": tf.constant(PAIRS)},
+                             training=False))
     assert np.allclose(answer["logits"].numpy(), expected, atol=1e-6)
 
 
@@ -168,6 +175,7 @@ def keras_export_problems(summary, inputs):
     return problems
 
 
+@pytest.mark.long
 def test_model_export_meets_the_serving_contract_in_a_fresh_process(exported, tmp_path):
     """Only tensorflow and tensorflow_text imported: every op registered, none calls Python,
     both loaders load it, and TF Serving's warm-up requests replay through serving_default."""
