@@ -187,6 +187,7 @@ def test_model_export_meets_the_serving_contract_in_a_fresh_process(exported, tm
     assert result["modules"] == []
     summary = result["exports"][path]
     assert keras_export_problems(summary, ["text", "text_pair"]) == []
+    assert sorted(summary["signatures"]) == ["serve", "serving_default"]
     assert [r["batch_size"] for r in summary["warmup"]] == [1, 2, 1, 2]
     assert summary["warmup"][3]["runs"]["session"]["outputs"] == {"logits": [2, 2]}
     assert summary["ops"]["op_types"] > 30  # the walk reached the functions' ops
