@@ -143,6 +143,8 @@ def exported(vocab_file, tmp_path_factory):
     return model, path
 
 
+# Exporting, loading and first calling the SavedModel take ~10 CPU seconds (~30 s shared).
+@pytest.mark.long
 def test_model_export_serves_raw_text_pairs(exported):
     model, path = exported
     served = tf.saved_model.load(path).signatures["serving_default"]
