@@ -6,13 +6,13 @@ cheap for command-line tools that only need part of the stack.
 
 from bert_tf.version import __version__
 
-__all__ = ["__version__", "load_encoder", "load_pretrainer"]
+__all__ = ["__version__", "load_encoder", "load_preprocessor", "load_pretrainer"]
 
 
 def __getattr__(name):
     # Lazy import: pulling in TensorFlow is slow, and command-line tools that
     # need only part of the stack should not pay for it.
-    if name in ("load_encoder", "load_pretrainer"):
+    if name in ("load_encoder", "load_preprocessor", "load_pretrainer"):
         from bert_tf.checkpoints import loading
 
         return getattr(loading, name)

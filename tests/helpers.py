@@ -82,3 +82,24 @@ def require_shared(*parts):
     if not os.path.exists(path):
         path = packaged_copy(*parts) or path
     return require(path, "shared data file")
+
+
+# A tiny uncased WordPiece vocabulary of TINY.vocab_size tokens, for raw-text tests.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+TINY_WORDS = ("the", "film", "was", "a", "delight", "dull", "and", "too", "long", "it",
+              "is", "not", "good", "bad", "very", "fun", "##ny", "plot", ".", ",", "!")
+TINY_VOCAB = SPECIAL_TOKENS + TINY_WORDS + tuple(
+    f"w{i}" for i in range(TINY.vocab_size - len(SPECIAL_TOKENS) - len(TINY_WORDS)))
+
+
+def write_tiny_vocab(directory, name="vocab.txt", tokens=TINY_VOCAB):
+    """Writes `tokens` one per line into `directory/name`; returns the path as a str."""
+    path = os.path.join(str(directory), name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    return path
+
+
+def tiny_ids(*tokens):
+    """The ids of `tokens` in TINY_VOCAB."""
+    return [TINY_VOCAB.index(token) for token in tokens]

@@ -42,6 +42,7 @@ from bert_tf.checkpoints import (
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.models.text_model import TextModel
 from bert_tf.registry import Registry
 from bert_tf.text import tokenizer_contract as contracts
 
@@ -248,6 +249,8 @@ class KerasFormat(CheckpointFormat):
     def load(self, path, model_type, hidden_act=None, vocab_file=None, lower_case=None,
              use_nsp=True, dtype=None):
         model = keras.saving.load_model(path)
+        if isinstance(model, TextModel):
+            model = model.task_model  # a raw-text model: the weights are its task model's
         if model_type == "encoder":
             model = getattr(model, "encoder", model)
             if not isinstance(model, BertEncoder):

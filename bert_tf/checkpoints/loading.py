@@ -1,4 +1,5 @@
-"""`load_encoder` / `load_pretrainer`: one entry point for every format.
+"""`load_encoder` / `load_pretrainer`: one entry point for every format;
+`load_preprocessor`: the matching `TextPreprocessor` (vocabulary and casing).
 
 The formats, their detection order and what each reads and writes are in
 `formats.FORMATS` (see `bert_tf.checkpoints.formats`): bert_tf directories
@@ -17,11 +18,13 @@ from bert_tf.checkpoints.formats import (
     LoadResult,
     detect_format,
 )
+from bert_tf.layers.text_preprocessor import TextPreprocessor
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
+from bert_tf.text import tokenizer_contract as contracts
 
 __all__ = ["FORMATS", "CheckpointInfo", "LoadResult", "describe", "detect_format", "load",
-           "load_encoder", "load_pretrainer", "save"]
+           "load_encoder", "load_preprocessor", "load_pretrainer", "save"]
 
 
 def describe(path: str, format: str | None = None,
@@ -111,6 +114,44 @@ def load_pretrainer(path: str, format: str | None = None, hidden_act: str | None
     """
     return load(path, "pretrainer", format, hidden_act, vocab_file, lower_case,
                 use_nsp=use_nsp, dtype=dtype).model
+
+
+def load_preprocessor(path: str, max_seq_length: int = 128, format: str | None = None,
+                      vocab_file: str | None = None, lower_case: bool | None = None,
+                      pad_to_multiple: int | None = None) -> TextPreprocessor:
+    """A `TextPreprocessor` with the vocabulary and casing of a checkpoint.
+
+    The text-side partner of `load_encoder`: the checkpoint's own vocabulary
+    (`vocab.txt` beside the weights, or a KerasHub preset's tokenizer asset)
+    and its recorded casing (guessed from the vocabulary when unrecorded).
+
+    Args:
+      path: checkpoint directory, file or prefix (not a `.keras` file: a
+        saved `TextModel` holds its preprocessor, `model.preprocessor`).
+      max_seq_length: the packed length (see `TextPreprocessor`).
+      format: one of `FORMATS`; detected when None.
+      vocab_file: the vocabulary, for a checkpoint that ships none; checked
+        against the checkpoint's tokenizer contract when it records one.
+      lower_case: overrides the recorded casing (checked like `vocab_file`).
+      pad_to_multiple: see `TextPreprocessor`.
+
+    Raises:
+      FileNotFoundError: nothing at `path`, or no vocabulary shipped or given.
+      TokenizerContractError: `vocab_file` or `lower_case` do not match the checkpoint's.
+      ValueError: see `describe`.
+    """
+    info = describe(path, format)
+    contract = info.tokenizer_contract
+    vocab = vocab_file or info.vocab_file
+    if vocab is None:
+        raise FileNotFoundError(f"{path}: the checkpoint ships no vocab.txt; pass "
+                                "vocab_file= (the vocabulary it was trained with)")
+    if lower_case is None:
+        lower_case = contract["lower_case"] if contract else contracts.guess_lower_case(vocab)
+    if contract:
+        contracts.check_contract(contract, vocab, lower_case, source=path)
+    return TextPreprocessor(vocab, lower_case=lower_case, max_seq_length=max_seq_length,
+                            pad_to_multiple=pad_to_multiple)
 
 
 def save(model: Any, directory: str, format: str = "bert_tf", vocab_file: str | None = None,

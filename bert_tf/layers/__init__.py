@@ -19,11 +19,12 @@ from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.layers.multiple_choice_head import MultipleChoiceHead
 from bert_tf.layers.next_sentence_head import NextSentenceHead
 from bert_tf.layers.span_head import SpanHead
+from bert_tf.layers.text_preprocessor import TextPreprocessor
 from bert_tf.layers.token_classification_head import TokenClassificationHead
 from bert_tf.layers.transformer_block import TransformerBlock
 
 __all__ = [
     "BertDropout", "BertLayerNorm", "BertEmbeddings", "BertSelfAttention",
     "TransformerBlock", "MaskedLMHead", "NextSentenceHead", "ClassificationHead", "SpanHead",
-    "TokenClassificationHead", "MultipleChoiceHead", "DropoutDenseHead",
+    "TokenClassificationHead", "MultipleChoiceHead", "DropoutDenseHead", "TextPreprocessor",
 ]

@@ -9,9 +9,10 @@ from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.models.encoder_config import EncoderConfig
 from bert_tf.models.presets import PRESETS, get_preset, preset_names
+from bert_tf.models.text_model import TextModel
 
 __all__ = [
     "EncoderConfig", "PRESETS", "get_preset", "preset_names", "BertEncoder",
     "BertPretrainer", "BertClassifier", "BertSpanLabeler", "BertTokenClassifier",
-    "BertMultipleChoice", "BertFeatureTagger",
+    "BertMultipleChoice", "BertFeatureTagger", "TextModel",
 ]

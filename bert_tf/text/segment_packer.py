@@ -118,6 +118,9 @@ class SegmentPacker(tf.Module):
             name=name,
         )
 
+    # No Python control flow on tensors: AutoGraph has nothing to convert (and
+    # converting cost time on every trace).
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, segments):
         """Packs the segments; see the class docstring."""
         if not isinstance(segments, (list, tuple)):

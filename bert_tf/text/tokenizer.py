@@ -52,29 +52,53 @@ _PRINTABLE_ASCII = "[\\t\\n\\r\\x20-\\x7e]*"
 _TOO_LONG_WORD = "#" * (_MAX_BYTES_PER_WORD + 1)
 
 
-def read_vocab_tokens(vocab_file):
-    """Reads a BERT vocab.txt the way BERT's `load_vocab` does.
+def parse_vocab_bytes(data: bytes, source: str) -> list[str]:
+    """The tokens of a BERT vocab.txt's bytes, parsed as BERT's `load_vocab` does.
 
     One token per line, surrounding whitespace stripped, bytes that are not
     UTF-8 ignored; the id of a token is its line number (the last line wins
-    for a repeated token). Returns (tokens, sha256 hex digest of the file).
+    for a repeated token).
+
+    Args:
+      data: the file's bytes.
+      source: names the vocabulary in errors (a path, or where the bytes came from).
 
     Raises:
-      FileNotFoundError: `vocab_file` does not exist.
-      ValueError: the file holds no token.
+      ValueError: `data` holds no token.
     """
-    vocab_file = str(vocab_file)
-    if not tf.io.gfile.exists(vocab_file):
-        raise FileNotFoundError(f"vocab file not found: {vocab_file}")
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        data = f.read()
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline ending the last line does not start a token
     tokens = [line.decode("utf-8", "ignore").strip() for line in lines]
     if not tokens:
-        raise ValueError(f"vocab file is empty: {vocab_file}")
-    return tokens, hashlib.sha256(data).hexdigest()
+        raise ValueError(f"vocab file is empty: {source}")
+    return tokens
+
+
+def read_vocab_bytes(vocab_file) -> bytes:
+    """The bytes of a vocab file (any file system TensorFlow reads).
+
+    Raises:
+      FileNotFoundError: `vocab_file` does not exist.
+    """
+    vocab_file = str(vocab_file)
+    if not tf.io.gfile.exists(vocab_file):
+        raise FileNotFoundError(f"vocab file not found: {vocab_file}")
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+        return f.read()
+
+
+def read_vocab_tokens(vocab_file):
+    """Reads a BERT vocab.txt the way BERT's `load_vocab` does (see `parse_vocab_bytes`).
+
+    Returns (tokens, sha256 hex digest of the file).
+
+    Raises:
+      FileNotFoundError: `vocab_file` does not exist.
+      ValueError: the file holds no token.
+    """
+    data = read_vocab_bytes(vocab_file)
+    return parse_vocab_bytes(data, str(vocab_file)), hashlib.sha256(data).hexdigest()
 
 
 def _matchable_vocab(tokens):
@@ -114,26 +138,39 @@ class BertTokenizer(tf.Module):
       vocab_file: path of a BERT vocab.txt (one token per line). It must hold
         [PAD], [UNK], [CLS], [SEP] and [MASK].
       lower_case: True for uncased vocabularies (lower-case and strip accents).
+      vocab_bytes: instead of `vocab_file`, the bytes of such a file (e.g. a
+        vocabulary kept in memory by a Keras layer). Such a tokenizer has no
+        `vocab_file` and no `vocab_asset`; everything else is the same.
+      vocab_source: names the bytes' origin in errors (with `vocab_bytes`).
 
     Raises:
       FileNotFoundError: the vocab file does not exist.
-      ValueError: the vocab file is empty or lacks a special token.
+      ValueError: both or neither of `vocab_file` and `vocab_bytes`; the
+        vocabulary is empty or lacks a special token.
     """
 
-    def __init__(self, vocab_file, lower_case=True, name=None):
+    def __init__(self, vocab_file=None, lower_case=True, name=None, *,
+                 vocab_bytes: bytes | None = None, vocab_source: str = "vocabulary bytes"):
         super().__init__(name=name)
+        if (vocab_file is None) == (vocab_bytes is None):
+            raise ValueError("BertTokenizer takes exactly one of vocab_file and vocab_bytes")
         self.lower_case = bool(lower_case)
-        tokens, self._vocab_sha256 = read_vocab_tokens(vocab_file)
+        if vocab_file is not None:
+            vocab_source = str(vocab_file)
+            vocab_bytes = read_vocab_bytes(vocab_file)
+        tokens = parse_vocab_bytes(vocab_bytes, vocab_source)
+        self._vocab_sha256 = hashlib.sha256(vocab_bytes).hexdigest()
         self._vocab = tuple(tokens)
         self._token_ids = {token: i for i, token in enumerate(tokens)}
         missing = [t for t in SPECIAL_TOKENS if t not in self._token_ids]
         if missing:
             raise ValueError(
-                f"vocab file {vocab_file} lacks special token(s) {', '.join(missing)}"
+                f"vocab file {vocab_source} lacks special token(s) {', '.join(missing)}"
             )
-        self.vocab_file = str(vocab_file)
+        self.vocab_file = None if vocab_file is None else str(vocab_file)
         # Copies the vocab file into a SavedModel that tracks this module.
-        self.vocab_asset = tf.saved_model.Asset(self.vocab_file)
+        self.vocab_asset = (None if vocab_file is None
+                            else tf.saved_model.Asset(self.vocab_file))
         self._basic = BasicTokenizer(lower_case=self.lower_case)
         matchable = _matchable_vocab(tokens)
         # Over pre-split words (the exact general path, and offsets).
@@ -212,7 +249,12 @@ class BertTokenizer(tf.Module):
         }
 
     # --- graph ops ------------------------------------------------------
+    # The graph methods use tf.cond, never Python control flow on tensors, so
+    # AutoGraph has nothing to convert: left to it, converting this module's
+    # code took ~6 s of every trace (each tf.function, tf.data map or Keras
+    # predict/fit function that tokenizes).
 
+    @tf.autograph.experimental.do_not_convert
     def tokenize(self, strings):
         """WordPiece ids of each string (no special tokens).
 
@@ -224,6 +266,7 @@ class BertTokenizer(tf.Module):
         """
         return self._per_rank(strings, self._tokenize_fast)
 
+    @tf.autograph.experimental.do_not_convert
     def tokenize_with_offsets(self, strings):
         """Like `tokenize`, plus byte offsets of each piece in its string.
 
@@ -234,6 +277,7 @@ class BertTokenizer(tf.Module):
         """
         return self._per_rank(strings, lambda batch: self._tokenize(batch, True))
 
+    @tf.autograph.experimental.do_not_convert
     def detokenize(self, ids):
         """Joins ids back into text: tokens separated by spaces, "##" glued.
 

@@ -474,3 +474,22 @@ def test_small_vocab_matches_reference_with_duplicates(tmp_path):
     assert got[4] == [1]
     assert tokenizer.vocab_size == 15
     assert tokenizer.token_to_id("x") == 14
+
+
+def test_a_tokenizer_from_vocabulary_bytes_is_the_file_tokenizer(tmp_path):
+    # A Keras layer keeps its vocabulary in memory (a .keras file's assets are temporary).
+    tokens = SPECIALS + ["un", "##aff", "##able", "a", "un", "b"]
+    vocab = _write(tmp_path / "small.txt", tokens)
+    from_file = BertTokenizer(vocab)
+    with open(vocab, "rb") as f:
+        from_bytes = BertTokenizer(vocab_bytes=f.read(), vocab_source="the layer's vocabulary")
+    texts = ["unaffable", "Unaffable ab", "un b", "c"]
+    assert _ids(from_bytes, texts) == _ids(from_file, texts)
+    assert from_bytes.tokenizer_contract() == from_file.tokenizer_contract()
+    assert from_bytes.vocab_file is None and from_bytes.vocab_asset is None
+    with pytest.raises(ValueError, match=r"the layer's vocabulary lacks special token\(s\) "
+                                         r"\[MASK\]"):
+        BertTokenizer(vocab_bytes="\n".join(SPECIALS[:4]).encode(),
+                      vocab_source="the layer's vocabulary")
+    with pytest.raises(ValueError, match="exactly one of vocab_file and vocab_bytes"):
+        BertTokenizer(vocab, vocab_bytes=b"[PAD]")
