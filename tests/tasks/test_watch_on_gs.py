@@ -24,7 +24,9 @@ from tests import shared_data
 from tests.helpers import require
 
 # Two processes and real HTTP round trips: the second test command.
-pytestmark = pytest.mark.long
+# `full`: the watcher runs in CI on local disk beside a training (test_continuous_eval.py)
+# and on ram:// through the same file layer (test_object_storage_finetuning.py).
+pytestmark = [pytest.mark.long, pytest.mark.full]
 
 CHECKPOINT_STEPS = [2, 4, 6, 8]
 

@@ -60,29 +60,25 @@ def test_the_ci_profile_measures_every_pair_and_resumes(tmp_path):
     require(shared_data.reference_path(conversion_matrix.REFERENCE_FILE), "reference file")
     require(shared_data.data_path(*conversion_matrix.UNCASED_VOCAB), "shared data file")
     out = str(tmp_path / "matrix")
-    args = conversion_matrix.build_parser().parse_args(["--output_dir", out, "--profile", "ci"])
+    # The tanh variant only: every pair converts. The exact GELU's refusals are checked by
+    # tests/checkpoints/test_conversion_matrix.py in the fast suite.
+    command = ["--output_dir", out, "--profile", "ci", "--variants", "tanh"]
+    args = conversion_matrix.build_parser().parse_args(command)
     results = conversion_matrix.run(args, log=lambda message: None)
     pairs = results["pairs"]
-    assert len(pairs) == 2 * len(FORMATS) ** 2
+    assert len(pairs) == len(FORMATS) ** 2
     for key, record in pairs.items():
-        variant, _ = key.split("/")
-        if variant == "exact" and record["source"] == "kerashub":
-            assert record["status"] == "no source", key
-        elif variant == "exact" and record["target"] == "kerashub":
-            assert record["status"] == "refused" and record["exit_code"] == 2, key
-            assert record["error"].startswith(conversion_matrix_report.EXPECTED_REFUSAL)
-        else:
-            assert record["status"] == "converted", (key, record.get("error"))
-            assert max(record["sequence_max_abs_diff"],
-                       record["pooled_max_abs_diff"]) <= conversion_matrix.PARITY, key
+        assert key.startswith("tanh/") and record["status"] == "converted", \
+            (key, record.get("error"))
+        assert max(record["sequence_max_abs_diff"],
+                   record["pooled_max_abs_diff"]) <= conversion_matrix.PARITY, key
     assert conversion_matrix_report.all_as_expected(results)
-    assert conversion_matrix.main(["--output_dir", out, "--profile", "ci"]) == 0
+    assert conversion_matrix.main(command) == 0
 
     # A rerun measures nothing: every pair is done.
     logged = []
     again = conversion_matrix.run(args, log=logged.append)
-    assert logged == [f"== {variant}: done (in {out}/results.json)"
-                      for variant in conversion_matrix.VARIANTS]
+    assert logged == [f"== tanh: done (in {out}/results.json)"]
     assert again["pairs"] == json.load(open(os.path.join(out, "results.json")))["pairs"]
 
     # The record names no folder of this machine.
