@@ -39,6 +39,6 @@ def pretraining_experiment(bert_corpus, shared_file):
                  "vocab_file": shared_file("vocab", "bert-base-uncased-vocab.txt"),
                  "max_seq_length": 32, "max_predictions_per_seq": 5,
                  "documents_per_window": 4, "shuffle_buffer_size": 16,
-                 "eval_holdout_every": 5},
+                 "eval_holdout_every": 5, "max_sequences_per_row": 3},
     }
     return config_lib.from_dict(PretrainingExperiment, values)

@@ -24,7 +24,7 @@ def tiny_experiment(corpus_dir, vocab_file, **sections):
         "data": {"train_files": [os.path.join(corpus_dir, "*.txt")], "vocab_file": vocab_file,
                  "max_seq_length": 32, "max_predictions_per_seq": 5,
                  "documents_per_window": 8, "shuffle_buffer_size": 64,
-                 "eval_holdout_every": 5},
+                 "eval_holdout_every": 5, "max_sequences_per_row": 3},
         "optimizer": {"learning_rate": 1e-3, "warmup_steps": 4},
         "trainer": {"train_steps": 12, "global_batch_size": 8, "steps_per_loop": 2,
                     "checkpoint_every": 4, "eval_every": 6, "eval_steps": 2},
