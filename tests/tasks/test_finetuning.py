@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from finetune_helpers import config_overrides, config_path, finetune, finetune_overrides
 
 from bert_tf import evaluate, predict, tasks
 from bert_tf.evaluate import evaluate_run, load_run
+from tests.finetune_helpers import config_overrides, config_path, finetune, finetune_overrides
 
 
 def _load(config_name, **values):

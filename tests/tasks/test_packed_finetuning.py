@@ -9,11 +9,11 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import config_overrides, config_path, finetune
 
 from bert_tf import tasks
 from bert_tf.checkpoints import readable
 from bert_tf.evaluate import evaluate_run
+from tests.finetune_helpers import config_overrides, config_path, finetune
 
 
 def _task(config_name, checkpoint, **values):
