@@ -15,10 +15,9 @@ from bert_tf.tasks.pretraining import PretrainingDataConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(REPO, "configs")
-# A config of each family (by path: the checkout's, whatever is installed), and the
-# retired keys with a value of theirs.
-FAMILIES = [os.path.join(CONFIGS, "pretrain", "bert_tiny.yaml"),
-            os.path.join(CONFIGS, "finetune", "glue_mrpc.yaml")]
+# A config of each family (read by path: the checkout's, whatever is installed), and
+# the retired keys with a value of theirs.
+FAMILIES = ["pretrain/bert_tiny.yaml", "finetune/glue_mrpc.yaml"]
 RETIRED = [("packing", "true"), ("max_examples_per_row", "4")]
 
 
@@ -47,6 +46,7 @@ def test_the_packaged_configs_state_their_packing():
 def test_a_retired_key_is_refused_naming_the_new_one(family, old_key, value, tmp_path):
     expected = (rf"data\.{old_key} is no longer a key: set data\.max_sequences_per_row "
                 r"instead \(")
+    family = os.path.join(CONFIGS, family)
     with pytest.raises(config_lib.ConfigError, match=f"^--set: {expected}") as raised:
         tasks.load_experiment(family, [f"data.{old_key}={value}"])
     assert "\n" not in str(raised.value)
@@ -62,8 +62,8 @@ def test_a_retired_key_is_refused_naming_the_new_one(family, old_key, value, tmp
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_training_command_prints_one_line(family, tmp_path, capsys):
-    code = train.main(["--config", family, "--model_dir", str(tmp_path / "run"),
-                       "--set", "data.packing=true"])
+    code = train.main(["--config", os.path.join(CONFIGS, family),
+                       "--model_dir", str(tmp_path / "run"), "--set", "data.packing=true"])
     assert code == 2
     error = capsys.readouterr().err
     assert error.startswith("error: --set: data.packing is no longer a key: set "
