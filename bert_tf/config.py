@@ -19,6 +19,36 @@ class ConfigError(ValueError):
     """A config file or override does not fit the config's schema."""
 
 
+# {config class: {key it no longer has: (the key that replaced it, what to set)}}.
+_RETIRED_KEYS: dict[type, dict[str, tuple[str, str]]] = {}
+
+
+def retired_keys(replacements: dict[str, tuple[str, str]]):
+    """Class decorator: loading one of `replacements`' keys is an error naming its successor.
+
+    A renamed option then fails with one line saying what to write instead,
+    rather than as an unknown key (or, worse, a silently changed meaning).
+
+    Args:
+      replacements: `{old key: (new key, what to set it to)}`, keys relative to
+        the class's section (e.g. `"packing"` in the data section).
+    """
+    def register(cls):
+        _RETIRED_KEYS.setdefault(cls, {}).update(replacements)
+        return cls
+    return register
+
+
+def _retired_key_error(cls, key, prefix, source):
+    """The ConfigError for a retired `key` of `cls` (subclasses inherit it), or None."""
+    for klass in cls.__mro__:
+        if key in _RETIRED_KEYS.get(klass, {}):
+            new_key, advice = _RETIRED_KEYS[klass][key]
+            return ConfigError(f"{source}: {prefix}{key} is no longer a key: set "
+                               f"{prefix}{new_key} instead ({advice})")
+    return None
+
+
 def nearest(name: str, choices, prefix: str = "", count: int = 3) -> str:
     """`"; did you mean 'a' or 'b'?"` for the choices closest to `name`, else "".
 
@@ -92,6 +122,10 @@ def from_dict(cls, values, source="config", prefix=""):
     hints = _field_types(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(names))
+    for key in unknown:
+        error = _retired_key_error(cls, key, prefix, source)
+        if error is not None:
+            raise error
     if unknown:
         hint = nearest(unknown[0], names) if len(unknown) == 1 else ""
         raise ConfigError(
@@ -125,10 +159,16 @@ def apply_overrides(config, overrides, source="--set"):
             raise ConfigError(f"{source}: override {override!r} must look like key.path=value")
         key, raw = override.split("=", 1)
         node = values
+        # The config object at the depth of `node`: its class knows the retired keys.
+        config_node = config
         parts = key.strip().split(".")
         for depth, part in enumerate(parts):
             if not isinstance(node, dict) or part not in node:
                 section = "".join(f"{name}." for name in parts[:depth])
+                error = (_retired_key_error(type(config_node), part, section, source)
+                         if dataclasses.is_dataclass(config_node) else None)
+                if error is not None:
+                    raise error
                 hint = nearest(part, node, section) if isinstance(node, dict) else ""
                 raise ConfigError(
                     f"{source}: unknown key {'.'.join(parts[:depth + 1])!r} in override "
@@ -137,6 +177,7 @@ def apply_overrides(config, overrides, source="--set"):
                 node[part] = yaml.safe_load(raw)
             else:
                 node = node[part]
+                config_node = getattr(config_node, part, None)
     return from_dict(type(config), values, source)
 
 

@@ -185,3 +185,36 @@ def bert_corpus(tmp_path_factory):
     output = tmp_path_factory.mktemp("sotu_sentences")
     write_sentence_per_line([os.path.join(folder, name) for name in speeches], str(output))
     return str(output)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny random BERT encoder saved in bert_tf's format with Google's uncased vocab."""
+    from bert_tf.checkpoints import loading
+    from bert_tf.models.bert_encoder import BertEncoder
+
+    vocab = require(shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"),
+                    "shared data file")
+    encoder = BertEncoder(vocab_size=30522, hidden_size=32, num_layers=2, num_heads=2,
+                          intermediate_size=64, max_position_embeddings=512)
+    directory = str(tmp_path_factory.mktemp("tiny_checkpoint"))
+    loading.save(encoder, directory, vocab_file=vocab, lower_case=True)
+    return directory
+
+
+@pytest.fixture
+def write_config(tmp_path, bert_corpus, shared_file):
+    """Writes a tiny experiment YAML (sections updated by keyword) and returns its path."""
+    import yaml
+
+    from tests.training_runs import tiny_experiment
+
+    vocab = shared_file("vocab", "bert-base-uncased-vocab.txt")
+    counter = iter(range(1000))
+
+    def write(**sections):
+        path = tmp_path / f"experiment_{next(counter)}.yaml"
+        path.write_text(yaml.safe_dump(tiny_experiment(bert_corpus, vocab, **sections)))
+        return str(path)
+
+    return write

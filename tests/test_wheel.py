@@ -86,6 +86,13 @@ def test_python_m_bert_tf_lists_the_commands(installed):
     assert "  train " in result.stdout and "  demo " in result.stdout
 
 
+def test_the_data_commands_come_with_the_wheel(installed):
+    python, env, work, _ = installed
+    for command in ("wikipedia_to_text", "build_vocab", "create_pretraining_data"):
+        result = _run([python, "-m", f"bert_tf.{command}", "--help"], work, env)
+        assert result.stdout.startswith(f"usage: python -m bert_tf.{command} "), result.stdout
+
+
 def test_the_demo_takes_its_first_steps(installed):
     # The demo trains the packaged `pretrain/demo` config by name, from the wheel's copy.
     python, env, work, _ = installed

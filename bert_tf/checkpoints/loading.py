@@ -93,6 +93,25 @@ def load_encoder(path: str, format: str | None = None, hidden_act: str | None = 
 
     Raises:
       See `load`; `TokenizerContractError` when the vocab does not match.
+
+    Examples:
+        A tiny encoder saved in bert_tf's format, then loaded back by path:
+
+        >>> import os, tempfile
+        >>> import bert_tf
+        >>> from bert_tf.checkpoints import loading
+        >>> from bert_tf.models import BertEncoder
+        >>> scratch = tempfile.TemporaryDirectory()
+        >>> tiny = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2, num_heads=2,
+        ...                    intermediate_size=32)
+        >>> path = loading.save(tiny, os.path.join(scratch.name, "tiny"))
+        >>> encoder = bert_tf.load_encoder(path)  # the format is detected
+        >>> encoder.encoder_config.num_layers, encoder.encoder_config.hidden_act
+        (2, 'gelu')
+        >>> scratch.cleanup()
+
+        A Hugging Face, Google or Model Garden checkpoint loads the same way:
+        `bert_tf.load_encoder("path/to/checkpoint")`.
     """
     return load(path, "encoder", format, hidden_act, vocab_file, lower_case,
                 dtype=dtype).model
@@ -111,6 +130,22 @@ def load_pretrainer(path: str, format: str | None = None, hidden_act: str | None
 
     Raises:
       See `load`.
+
+    Examples:
+        A checkpoint of an encoder alone: the heads start fresh (MLM only here):
+
+        >>> import os, tempfile
+        >>> import bert_tf
+        >>> from bert_tf.checkpoints import loading
+        >>> from bert_tf.models import BertEncoder
+        >>> scratch = tempfile.TemporaryDirectory()
+        >>> tiny = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2, num_heads=2,
+        ...                    intermediate_size=32)
+        >>> path = loading.save(tiny, os.path.join(scratch.name, "tiny"))
+        >>> pretrainer = bert_tf.load_pretrainer(path, use_nsp=False)
+        >>> pretrainer.use_nsp, pretrainer.encoder.encoder_config.vocab_size
+        (False, 100)
+        >>> scratch.cleanup()
     """
     return load(path, "pretrainer", format, hidden_act, vocab_file, lower_case,
                 use_nsp=use_nsp, dtype=dtype).model

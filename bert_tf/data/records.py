@@ -29,6 +29,7 @@ by hanging:
   `InvalidArgumentError` naming the file.
 """
 
+import dataclasses
 import mmap
 import struct
 
@@ -291,6 +292,70 @@ def _checked_file_records(filename, expected_count):
         lambda record, is_record: record)
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordShapes:
+    """The shapes every example of a set of record files has.
+
+    Attributes:
+      max_seq_length: S, the length of `input_ids` and its siblings.
+      max_predictions_per_seq: P, the length of the `masked_lm_*` features.
+      nsp: whether `next_sentence_labels` is present.
+    A None field is unknown: read from the files' first records.
+    """
+
+    max_seq_length: int | None = None
+    max_predictions_per_seq: int | None = None
+    nsp: bool | None = None
+
+
+def check_record_files(files: list[str], expected: RecordShapes,
+                       validate: bool = True) -> tuple[list[int] | None, RecordShapes]:
+    """The record counts of `files` and the shapes of their examples, every one known.
+
+    With `validate`, every file's framing is walked (`scan_record_file`) and its
+    first record's shapes must equal the given ones and every other file's.
+
+    Args:
+      files: the record files, in reading order.
+      expected: the shapes the caller expects (None fields are read from the files).
+      validate: check the files; without it, S and P must be given.
+
+    Returns:
+      (records per file, or None without validation; the shapes, with NSP
+      assumed when neither given nor read).
+
+    Raises:
+      CorruptRecordError: a file fails validation, or all files are empty.
+      ValueError: S or P unknown without validation.
+    """
+    if not validate:
+        if expected.max_seq_length is None or expected.max_predictions_per_seq is None:
+            raise ValueError("max_seq_length and max_predictions_per_seq are required "
+                             "when validate=False")
+        nsp = True if expected.nsp is None else expected.nsp
+        return None, dataclasses.replace(expected, nsp=nsp)
+    counts, shapes = [], None
+    given = dataclasses.astuple(expected)
+    for path in files:
+        count, first = scan_record_file(path)
+        counts.append(count)
+        if first is None:
+            continue
+        file_shapes = record_shapes(first, path)
+        for value, found, field in zip(given, file_shapes, dataclasses.fields(RecordShapes)):
+            if value is not None and value != found:
+                raise CorruptRecordError(
+                    path, 0, f"holds examples with {field.name}={found}, expected {value}")
+        if shapes is not None and file_shapes != shapes:
+            raise CorruptRecordError(
+                path, 0, f"holds examples of shape {file_shapes} (max_seq_length, "
+                f"max_predictions_per_seq, nsp) but {files[0]} has {shapes}")
+        shapes = file_shapes
+    if shapes is None:
+        raise CorruptRecordError(files[0], 0, f"all {len(files)} TFRecord files are empty")
+    return counts, RecordShapes(*shapes)
+
+
 def read_pretraining_records(file_patterns, *, batch_size=None, max_seq_length=None,
                              max_predictions_per_seq=None, nsp=None, input_context=None,
                              shuffle_files=False, shuffle_buffer_size=0, seed=0,
@@ -333,40 +398,50 @@ def read_pretraining_records(file_patterns, *, batch_size=None, max_seq_length=N
       ValueError: fewer files than input pipelines, or shapes unknown without validation.
     """
     files = list_record_files(file_patterns)
-    counts = None
-    if validate:
-        counts, shapes = [], None
-        for path in files:
-            count, first = scan_record_file(path)
-            counts.append(count)
-            if first is None:
-                continue
-            file_shapes = record_shapes(first, path)
-            expected = (max_seq_length, max_predictions_per_seq, nsp)
-            for given, found, name in zip(expected, file_shapes, (
-                    "max_seq_length", "max_predictions_per_seq", "nsp")):
-                if given is not None and given != found:
-                    raise CorruptRecordError(
-                        path, 0, f"holds examples with {name}={found}, expected {given}")
-            if shapes is not None and file_shapes != shapes:
-                raise CorruptRecordError(
-                    path, 0, f"holds examples of shape {file_shapes} (max_seq_length, "
-                    f"max_predictions_per_seq, nsp) but {files[0]} has {shapes}")
-            shapes = file_shapes
-        if shapes is None:
-            raise CorruptRecordError(files[0], 0, f"all {len(files)} TFRecord files are empty")
-        max_seq_length, max_predictions_per_seq, nsp = shapes
-    elif max_seq_length is None or max_predictions_per_seq is None:
-        raise ValueError("max_seq_length and max_predictions_per_seq are required "
-                         "when validate=False")
-    nsp = True if nsp is None else nsp
+    counts, shapes = check_record_files(
+        files, RecordShapes(max_seq_length, max_predictions_per_seq, nsp), validate)
+    pipelines = input_context.num_input_pipelines if input_context is not None else 1
+    if len(files) < pipelines:
+        raise ValueError(f"{len(files)} TFRecord files cannot be split over "
+                         f"{pipelines} input pipelines")
+    records = _records(files, counts, input_context, shuffle_files=shuffle_files, seed=seed,
+                       num_epochs=num_epochs, cycle_length=cycle_length,
+                       num_parallel_calls=num_parallel_calls)
+    if shuffle_buffer_size > 1:
+        records = records.shuffle(shuffle_buffer_size, seed=seed)
 
+    def parse(serialized):
+        return parse_pretraining_examples(serialized, shapes.max_seq_length,
+                                          shapes.max_predictions_per_seq, shapes.nsp)
+
+    per_replica = (input_context.get_per_replica_batch_size(batch_size)
+                   if input_context is not None and batch_size is not None else batch_size)
+    if packing is not None:
+        # The records' masking rate is unknown here: K * P always holds the row's predictions.
+        rows = packing_lib.pack_examples(
+            records.map(parse, num_parallel_calls=num_parallel_calls), packing,
+            shapes.max_seq_length, packing.max_sequences_per_row * shapes.max_predictions_per_seq)
+        if per_replica is not None:
+            rows = rows.batch(per_replica, drop_remainder=drop_remainder)
+        return rows.prefetch(tf.data.AUTOTUNE)
+    if batch_size is None:
+        return records.map(parse, num_parallel_calls=num_parallel_calls).prefetch(
+            tf.data.AUTOTUNE)
+    # Parsing a whole batch at once is much cheaper than example by example.
+    records = records.batch(per_replica, drop_remainder=drop_remainder)
+    return records.map(parse, num_parallel_calls=num_parallel_calls).prefetch(
+        tf.data.AUTOTUNE)
+
+
+def _records(files, counts, input_context, *, shuffle_files, seed, num_epochs, cycle_length,
+             num_parallel_calls):
+    """The serialized records of this input pipeline's files, interleaved, over the epochs.
+
+    `counts` (records per file, or None) makes each file's reader check it read them all.
+    """
     expected_counts = np.array(counts if counts is not None else [-1] * len(files), np.int64)
     dataset = tf.data.Dataset.from_tensor_slices((files, expected_counts))
     if input_context is not None and input_context.num_input_pipelines > 1:
-        if len(files) < input_context.num_input_pipelines:
-            raise ValueError(f"{len(files)} TFRecord files cannot be split over "
-                             f"{input_context.num_input_pipelines} input pipelines")
         dataset = dataset.shard(input_context.num_input_pipelines,
                                 input_context.input_pipeline_id)
     if shuffle_files:
@@ -378,30 +453,6 @@ def read_pretraining_records(file_patterns, *, batch_size=None, max_seq_length=N
             return tf.data.TFRecordDataset(filename)
         return _checked_file_records(filename, expected_count)
 
-    records = dataset.interleave(
+    return dataset.interleave(
         file_records, cycle_length=min(cycle_length, len(files)),
         num_parallel_calls=num_parallel_calls, deterministic=True)
-    if shuffle_buffer_size > 1:
-        records = records.shuffle(shuffle_buffer_size, seed=seed)
-
-    def parse(serialized):
-        return parse_pretraining_examples(serialized, max_seq_length,
-                                          max_predictions_per_seq, nsp)
-
-    per_replica = (input_context.get_per_replica_batch_size(batch_size)
-                   if input_context is not None and batch_size is not None else batch_size)
-    if packing is not None:
-        # The records' masking rate is unknown here: K * P always holds the row's predictions.
-        rows = packing_lib.pack_examples(
-            records.map(parse, num_parallel_calls=num_parallel_calls), packing,
-            max_seq_length, packing.max_sequences_per_row * max_predictions_per_seq)
-        if per_replica is not None:
-            rows = rows.batch(per_replica, drop_remainder=drop_remainder)
-        return rows.prefetch(tf.data.AUTOTUNE)
-    if batch_size is None:
-        return records.map(parse, num_parallel_calls=num_parallel_calls).prefetch(
-            tf.data.AUTOTUNE)
-    # Parsing a whole batch at once is much cheaper than example by example.
-    records = records.batch(per_replica, drop_remainder=drop_remainder)
-    return records.map(parse, num_parallel_calls=num_parallel_calls).prefetch(
-        tf.data.AUTOTUNE)

@@ -26,6 +26,18 @@ class BertClassifier(TaskModel):
       dropout: dropout before the head; None: the encoder's hidden dropout.
       packed: take packed rows (see above).
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Examples:
+        >>> import numpy as np
+        >>> from bert_tf.models import BertClassifier, BertEncoder
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32)
+        >>> classifier = BertClassifier(encoder, num_classes=3)
+        >>> inputs = {"token_ids": np.array([[2, 7, 9, 3, 0]], "int32"),  # [CLS] a b [SEP] pad
+        ...           "segment_ids": np.zeros((1, 5), "int32"),
+        ...           "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+        >>> tuple(classifier(inputs)["logits"].shape)
+        (1, 3)
     """
 
     def __init__(self, encoder: BertEncoder, num_classes: int, dropout: float | None = None,

@@ -45,6 +45,29 @@ class BertEncoder(keras.Model):
       layer_norm_epsilon: LayerNorm's epsilon.
       dtype: Keras dtype policy (e.g. "mixed_bfloat16"); None: the global one.
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Examples:
+        A tiny encoder run on one row of four tokens and one padding position:
+
+        >>> import numpy as np
+        >>> from bert_tf.models import BertEncoder
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32)
+        >>> inputs = {"token_ids": np.array([[2, 7, 9, 3, 0]], "int32"),  # [CLS] a b [SEP] pad
+        ...           "segment_ids": np.zeros((1, 5), "int32"),
+        ...           "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+        >>> outputs = encoder(inputs)
+        >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+        ((1, 5, 16), (1, 16))
+        >>> len(outputs["encoder_outputs"])  # every layer's [B, S, D]
+        2
+
+        A size preset (`bert_tf.models.presets`) gives the configuration:
+
+        >>> from bert_tf.models import get_preset
+        >>> tiny = BertEncoder.from_encoder_config(get_preset("bert_tiny"))
+        >>> tiny.encoder_config.num_layers, tiny.encoder_config.hidden_size
+        (2, 128)
     """
 
     def __init__(self, vocab_size: int = 30522, hidden_size: int = 768, num_layers: int = 12,

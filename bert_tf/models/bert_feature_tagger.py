@@ -37,6 +37,22 @@ class BertFeatureTagger(TaskModel):
       lstm_units: units of each direction of each BiLSTM layer.
       dropout: dropout on the features and between the LSTM layers.
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Examples:
+        Tags from a weighted sum of every layer of a frozen encoder:
+
+        >>> import numpy as np
+        >>> from bert_tf.models import BertEncoder, BertFeatureTagger
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32)
+        >>> tagger = BertFeatureTagger(encoder, num_labels=9, mix="sum_all", lstm_units=8)
+        >>> inputs = {"token_ids": np.array([[2, 7, 9, 3, 0]], "int32"),  # [CLS] a b [SEP] pad
+        ...           "segment_ids": np.zeros((1, 5), "int32"),
+        ...           "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+        >>> tuple(tagger(inputs)["logits"].shape)
+        (1, 5, 9)
+        >>> encoder.trainable  # the features stay as pretrained
+        False
     """
 
     def __init__(self, encoder: BertEncoder, num_labels: int, mix: str = "concat_last_four",

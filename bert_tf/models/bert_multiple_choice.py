@@ -31,6 +31,20 @@ class BertMultipleChoice(TaskModel):
       num_choices: choices C per example (4 in SWAG).
       dropout: dropout before the head; None: the encoder's hidden dropout.
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Examples:
+        One example with two choices, each a row of three tokens:
+
+        >>> import numpy as np
+        >>> from bert_tf.models import BertEncoder, BertMultipleChoice
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32)
+        >>> model = BertMultipleChoice(encoder, num_choices=2)
+        >>> inputs = {"token_ids": np.array([[[2, 7, 3], [2, 8, 3]]], "int32"),  # [B, C, S]
+        ...           "segment_ids": np.zeros((1, 2, 3), "int32"),
+        ...           "padding_mask": np.ones((1, 2, 3), "int32")}
+        >>> tuple(model(inputs)["logits"].shape)
+        (1, 2)
     """
 
     def __init__(self, encoder: BertEncoder, num_choices: int = 4,

@@ -30,6 +30,22 @@ class BertPretrainer(TaskModel):
       use_nsp: add the next-sentence head (False: MLM only, as RoBERTa).
       packed: take packed rows (see above).
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Examples:
+        Masked-LM logits at two positions of a row, and the NSP logits:
+
+        >>> import numpy as np
+        >>> from bert_tf.models import BertEncoder, BertPretrainer
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32)
+        >>> pretrainer = BertPretrainer(encoder)
+        >>> inputs = {"token_ids": np.array([[2, 7, 9, 3, 0]], "int32"),  # [CLS] a b [SEP] pad
+        ...           "segment_ids": np.zeros((1, 5), "int32"),
+        ...           "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+        >>> positions = np.array([[1, 2]], "int32")  # [B, P]: the masked tokens
+        >>> outputs = pretrainer({**inputs, "masked_lm_positions": positions})
+        >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["nsp_logits"].shape)
+        ((1, 2, 100), (1, 2))
     """
 
     def __init__(self, encoder: BertEncoder, use_nsp: bool = True, packed: bool = False,

@@ -17,6 +17,21 @@ class BertSpanLabeler(TaskModel):
     Args:
       encoder: the `BertEncoder` whose sequence output is scored.
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Examples:
+        A start and an end score for every position of the row:
+
+        >>> import numpy as np
+        >>> from bert_tf.models import BertEncoder, BertSpanLabeler
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32)
+        >>> labeler = BertSpanLabeler(encoder)
+        >>> inputs = {"token_ids": np.array([[2, 7, 9, 3, 0]], "int32"),  # [CLS] a b [SEP] pad
+        ...           "segment_ids": np.zeros((1, 5), "int32"),
+        ...           "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+        >>> outputs = labeler(inputs)
+        >>> tuple(outputs["start_logits"].shape), tuple(outputs["end_logits"].shape)
+        ((1, 5), (1, 5))
     """
 
     def __init__(self, encoder: BertEncoder, **kwargs):

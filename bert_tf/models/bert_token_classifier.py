@@ -16,6 +16,20 @@ class BertTokenClassifier(TaskModel):
       num_labels: number of tags K.
       dropout: dropout before the head; None: the encoder's hidden dropout.
       **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Examples:
+        Scores of 9 tags (CoNLL-2003's BIO tags) for every position:
+
+        >>> import numpy as np
+        >>> from bert_tf.models import BertEncoder, BertTokenClassifier
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32)
+        >>> tagger = BertTokenClassifier(encoder, num_labels=9)
+        >>> inputs = {"token_ids": np.array([[2, 7, 9, 3, 0]], "int32"),  # [CLS] a b [SEP] pad
+        ...           "segment_ids": np.zeros((1, 5), "int32"),
+        ...           "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+        >>> tuple(tagger(inputs)["logits"].shape)
+        (1, 5, 9)
     """
 
     def __init__(self, encoder: BertEncoder, num_labels: int, dropout: float | None = None,

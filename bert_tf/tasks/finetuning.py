@@ -26,12 +26,14 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import config as config_lib
 from bert_tf import storage
 from bert_tf.checkpoints import assign, loading, native, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.data import packing
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.tasks import row_packing
 from bert_tf.tasks.base import (
     Task,
     check_data_fits_encoder,
@@ -59,6 +61,7 @@ class FinetuningModelConfig:
     head_dropout: float | None = None
 
 
+@config_lib.retired_keys(row_packing.RETIRED_KEYS)
 @dataclasses.dataclass
 class FinetuningDataConfig:
     """Options every fine-tuning task's data shares."""
@@ -71,12 +74,12 @@ class FinetuningDataConfig:
     # Cut each batch to its longest sequence (rounded up to a multiple of 8).
     # Turn off for TPUs, which need fixed shapes.
     dynamic_padding: bool = True
-    # Several training examples per row (bert_tf.data.packing; GLUE and NER),
-    # each still encoded as if alone; a batch then counts rows, not examples.
-    packing: bool = False
-    max_examples_per_row: int = 8
+    # Most training examples per row (bert_tf.tasks.row_packing; GLUE and NER;
+    # 1: one per row), each still encoded as if alone; a batch then counts rows,
+    # not examples, so the recipes keep 1.
+    max_sequences_per_row: int = row_packing.DEFAULT_MAX_SEQUENCES_PER_ROW
     # Examples assigned to rows at a time (first-fit within the window).
-    packing_window: int = 256
+    packing_window: int = row_packing.DEFAULT_WINDOW
     # > 0: use only the first N training / evaluation examples (quick runs).
     max_train_examples: int = 0
     max_eval_examples: int = 0
@@ -141,7 +144,7 @@ class FinetuningTask(Task):
     sequence_labels = ()
     # Fine-tuning evaluates on the host with `evaluate_model`.
     supports_evaluation = True
-    # Whether training examples may share a row (`data.packing`). SQuAD's
+    # Whether training examples may share a row (`data.max_sequences_per_row`). SQuAD's
     # windows and SWAG's choice groups keep one example per row.
     packable = False
     # Inputs of the packed model besides the encoder's (e.g. "cls_positions"
@@ -215,12 +218,10 @@ class FinetuningTask(Task):
             raise ValueError("model.encoder, data.vocab_file and data.lower_case must be "
                              "resolved first (give --init_checkpoint)")
         self._tokenizer_contract = check_data_fits_encoder(data, encoder)
-        if data.packing and not self.packable:
-            raise ValueError(f"data.packing: the {self.name!r} task keeps one example per row "
-                             "(packing is for GLUE and NER); set data.packing=false")
-        if data.packing and not 1 <= data.max_examples_per_row <= data.packing_window:
-            raise ValueError(f"data.max_examples_per_row must be in [1, data.packing_window="
-                             f"{data.packing_window}], got {data.max_examples_per_row}")
+        row_packing.check(data)
+        if row_packing.is_packed(data) and not self.packable:
+            raise ValueError(f"{row_packing.KEY}: the {self.name!r} task keeps one example per "
+                             f"row (packing is for GLUE and NER); set {row_packing.KEY}=1")
         # Built here, eagerly: its tables must not be created inside the
         # first tf.data function that happens to use it.
         self._tokenizer = BertTokenizer(data.vocab_file, lower_case=data.lower_case)
@@ -281,7 +282,7 @@ class FinetuningTask(Task):
     def num_train_examples(self):
         """Rows per epoch: the training examples, or the rows they pack into."""
         count = len(self._table("train")["index"])
-        if not self.data.packing:
+        if not row_packing.is_packed(self.data):
             return count
         # First-fit over the lengths in table order: each epoch's shuffled
         # order packs into about as many rows.
@@ -289,7 +290,7 @@ class FinetuningTask(Task):
             tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=-1).numpy()
             for inputs, _ in self.eval_batches("train", 1024, single_example_rows=False)])
         return packing.count_rows(lengths, self.data.max_seq_length,
-                                  self.data.max_examples_per_row, self.data.packing_window)
+                                  self.data.max_sequences_per_row, self.data.packing_window)
 
     def examples(self, source):
         """The examples of `source`, read once, cut to `data.max_train_examples` /
@@ -346,7 +347,7 @@ class FinetuningTask(Task):
         # whole-table buffer gives a full permutation per epoch.
         dataset = dataset.shuffle(len(table["index"]), seed=self.data.seed,
                                   reshuffle_each_iteration=True).repeat()
-        if self.data.packing:
+        if row_packing.is_packed(self.data):
             return self._packed_rows(dataset, graph_table, batch_size)
         dataset = dataset.batch(batch_size, drop_remainder=True)
         dataset = dataset.map(
@@ -355,8 +356,8 @@ class FinetuningTask(Task):
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     def _packed_rows(self, indices, graph_table, batch_size):
-        """Batches of packed rows from a dataset of example indices (`data.packing`)."""
-        length, per_row = self.data.max_seq_length, self.data.max_examples_per_row
+        """Batches of packed rows from a dataset of example indices (packed `data`)."""
+        length, per_row = self.data.max_seq_length, self.data.max_sequences_per_row
 
         def assign(window):
             inputs, labels = self.make_batch(graph_table, window)  # [W, ...]
@@ -392,7 +393,8 @@ class FinetuningTask(Task):
         graph_table = self._graph_table(table)
         dataset = tf.data.Dataset.range(len(table["index"])).batch(batch_size)
         dataset = dataset.map(lambda indices: self.make_batch(graph_table, indices))
-        if single_example_rows and self.data.packing and self.packed_model_inputs:
+        if (single_example_rows and row_packing.is_packed(self.data)
+                and self.packed_model_inputs):
             dataset = dataset.map(_one_example_per_row)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
@@ -483,8 +485,8 @@ class FinetuningTask(Task):
         return sums["loss_sum"] / tf.maximum(denominators["count"], 1.0), sums
 
     def batch_examples(self, inputs, labels):
-        """Rows, or with `data.packing` the examples of the packed rows."""
-        if not self.data.packing:
+        """Rows, or with packed rows the examples they hold."""
+        if not row_packing.is_packed(self.data):
             return super().batch_examples(inputs, labels)
         return packing.sequence_count(inputs["padding_mask"])
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from bert_tf import storage
 from bert_tf.data import glue as glue_data
 from bert_tf.models.bert_classifier import BertClassifier
-from bert_tf.tasks import glue_metrics
+from bert_tf.tasks import glue_metrics, row_packing
 from bert_tf.tasks.finetuning import (
     FinetuningDataConfig,
     FinetuningTask,
@@ -76,7 +76,8 @@ class GlueTask(FinetuningTask):
         spec = self.spec
         num_classes = 1 if spec.is_regression else len(spec.label_names)
         return BertClassifier(encoder, num_classes=num_classes,
-                              dropout=self.model_config.head_dropout, packed=self.data.packing)
+                              dropout=self.model_config.head_dropout,
+                              packed=row_packing.is_packed(self.data))
 
     # -- data ------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import functools
 
 import tensorflow as tf
 
+from bert_tf import config as config_lib
 from bert_tf.checkpoints import assign, loading, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.data import packing
@@ -25,6 +26,7 @@ from bert_tf.layers import fast_ops
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.tasks import row_packing
 from bert_tf.tasks.base import (
     Task,
     check_data_fits_encoder,
@@ -47,9 +49,9 @@ class PretrainingModelConfig:
 # BERT's data options, stated once (`PretrainingOptions`' defaults) and used as the
 # config's defaults below.
 _BERT_DATA = pretraining_data.PretrainingOptions()
-_BERT_PACKING = packing.PackingOptions()
 
 
+@config_lib.retired_keys(row_packing.RETIRED_KEYS)
 @dataclasses.dataclass
 class PretrainingDataConfig:
     """Corpus, vocabulary and BERT's data options (see `bert_tf.data.pretraining`)."""
@@ -85,13 +87,12 @@ class PretrainingDataConfig:
     whole_word_masking: bool = _BERT_DATA.whole_word_masking
     documents_per_window: int = _BERT_DATA.documents_per_window
     shuffle_buffer_size: int = _BERT_DATA.shuffle_buffer_size
-    # Several sequences per row (bert_tf.data.packing): each is still encoded,
-    # masked and scored as if alone in its row (exact, so on by default);
-    # batches then count rows.
-    packing: bool = True
-    max_sequences_per_row: int = _BERT_PACKING.max_sequences_per_row
-    # Sequences assigned to rows at a time (first-fit within the window).
-    packing_window: int = _BERT_PACKING.window
+    # Most instances per row (bert_tf.tasks.row_packing; 1: one per row): each is
+    # still encoded, masked and scored as if alone in its row; batches count rows.
+    # The packaged configs set 3.
+    max_sequences_per_row: int = row_packing.DEFAULT_MAX_SEQUENCES_PER_ROW
+    # Instances assigned to rows at a time (first-fit within the window).
+    packing_window: int = row_packing.DEFAULT_WINDOW
     seed: int = _BERT_DATA.seed
     # Held-out evaluation at other settings than training (0: the training value), so
     # runs that train at another length or masking rate (a shorter first phase, a
@@ -202,9 +203,7 @@ class PretrainingTask(Task):
             raise ValueError("model.use_nsp=true needs sentence pairs, but "
                              "data.sentence_pairs=false builds single segments: set "
                              "model.use_nsp=false or data.sentence_pairs=true")
-        if data.packing and not 1 <= data.max_sequences_per_row <= data.packing_window:
-            raise ValueError(f"data.max_sequences_per_row must be in [1, data.packing_window="
-                             f"{data.packing_window}], got {data.max_sequences_per_row}")
+        row_packing.check(data)
         self._tokenizer_contract = contract
 
     def _validate_eval_settings(self):
@@ -278,7 +277,7 @@ class PretrainingTask(Task):
         """The `BertPretrainer`; call under the strategy's scope."""
         encoder = BertEncoder.from_encoder_config(self.model_config.encoder, dtype=dtype)
         return BertPretrainer(encoder, use_nsp=self.model_config.use_nsp,
-                              packed=self.data.packing)
+                              packed=row_packing.is_packed(self.data))
 
     def initialize(self, model, path):
         """Loads pretrained weights (ours, Google TF1, Hugging Face, Model Garden) into `model`.
@@ -331,8 +330,8 @@ class PretrainingTask(Task):
             nsp=data.sentence_pairs, whole_word_masking=data.whole_word_masking,
             masking_fractions=masking_fractions(data), seed=seed,
             documents_per_window=data.documents_per_window,
-            shuffle_buffer_size=data.shuffle_buffer_size, packing=self._packing_options(),
-            holdout_every=holdout)
+            shuffle_buffer_size=data.shuffle_buffer_size,
+            packing=row_packing.packing_options(data), holdout_every=holdout)
         dataset = pretraining_data.pretraining_dataset(
             files, tokenizer, data.vocab_file, batch_size=batch_size, options=options,
             num_epochs=None, input_context=input_context, held_out=evaluation)
@@ -340,12 +339,6 @@ class PretrainingTask(Task):
             # Pairs without the NSP loss: the features of the pipeline's nsp=False.
             dataset = dataset.map(_without_next_sentence_features)
         return dataset.map(pretraining_data.to_model_inputs)
-
-    def _packing_options(self):
-        if not self.data.packing:
-            return None
-        return packing.PackingOptions(max_sequences_per_row=self.data.max_sequences_per_row,
-                                      window=self.data.packing_window)
 
     def train_dataset(self, input_context, global_batch_size):
         """Endless (inputs, labels) batches for one input pipeline."""

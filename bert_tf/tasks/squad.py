@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import storage
-from bert_tf.data import squad as squad_data
+from bert_tf.data import squad_reader, squad_windows
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.tasks import squad_metrics, squad_postprocess
 from bert_tf.tasks.finetuning import (
@@ -105,19 +105,19 @@ class SquadTask(FinetuningTask):
         selection = self.data.train_articles if training else (
             self.data.eval_articles if source == self.data.eval_file else "all")
         if selection == "all":
-            examples, _ = squad_data.read_squad(path)
+            examples, _ = squad_reader.read_squad(path)
         else:
-            examples = squad_data.split_by_article(path, _article_filter(selection))
+            examples = squad_reader.split_by_article(path, _article_filter(selection))
         if training and not self.data.version_2_with_negative:
             # Unanswerable questions carry no span to learn in v1.1.
             examples = [e for e in examples if not e.is_impossible]
         return examples
 
     def features(self, source):
-        """The windows of `source`'s examples (`bert_tf.data.squad.SquadFeatures`), cached."""
+        """The windows of `source`'s examples (`squad_windows.SquadFeatures`), cached."""
         if source not in self._features:
             data = self.data
-            self._features[source] = squad_data.create_features(
+            self._features[source] = squad_windows.create_features(
                 self.examples(source), self.tokenizer, max_seq_length=data.max_seq_length,
                 doc_stride=data.doc_stride, max_query_length=data.max_query_length)
         return self._features[source]

@@ -29,7 +29,7 @@ def predict_answers(examples, features, start_logits, end_logits, n_best_size=20
 
     Args:
       examples: the `SquadExample` list the features were made from.
-      features: `bert_tf.data.squad.SquadFeatures`.
+      features: `bert_tf.data.squad_windows.SquadFeatures`.
       start_logits, end_logits: float arrays [F, L] aligned with `features`.
 
     Returns:

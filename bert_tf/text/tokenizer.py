@@ -147,6 +147,21 @@ class BertTokenizer(tf.Module):
       FileNotFoundError: the vocab file does not exist.
       ValueError: both or neither of `vocab_file` and `vocab_bytes`; the
         vocabulary is empty or lacks a special token.
+
+    Examples:
+        `vocab_file` is the path of a BERT vocab.txt, here bert-base-uncased's:
+
+        >>> from bert_tf.text.tokenizer import BertTokenizer
+        >>> tokenizer = BertTokenizer(vocab_file, lower_case=True)
+        >>> ids = tokenizer.tokenize(["Hello, world!", "Tokenization"])
+        >>> ids.to_list()
+        [[7592, 1010, 2088, 999], [19204, 3989]]
+        >>> tokenizer.id_to_token(ids).to_list()
+        [[b'hello', b',', b'world', b'!'], [b'token', b'##ization']]
+        >>> tokenizer.detokenize(ids).numpy().tolist()
+        [b'hello , world !', b'tokenization']
+        >>> tokenizer.cls_id, tokenizer.sep_id
+        (101, 102)
     """
 
     def __init__(self, vocab_file=None, lower_case=True, name=None, *,

@@ -9,7 +9,7 @@ unless its settings changed):
 - `pretrain_128`, `pretrain_512`: one pretraining train step (MLM + NSP,
   dropout, clipping, AdamW) on batches of the study corpus
   (`research.studies.corpus`, every offline text in ../shared) from the
-  real pipeline: ours on packed rows (`data.packing`), ours on the usual
+  real pipeline: ours on packed rows (`data.max_sequences_per_row`), ours on the usual
   padded rows, and Model Garden's `BertPretrainerV2` on the same padded
   rows. Rate: non-padding tokens per second. Rows per batch are the same
   for the three (32 at 128, 8 at 512: the same tokens per batch).
@@ -52,6 +52,9 @@ PARTS = ("padding", "pretrain_128", "pretrain_512", "finetune_sst2", "finetune_m
 # BERT's 20 at 128 and 80 at 512; rows chosen for the same tokens per batch.
 PRETRAIN_SHAPES = {128: (32, 20), 512: (8, 80)}
 FINETUNE_BATCH = 32
+# Packed: the packaged pretraining configs' 3 instances per row; fine-tuning up to 8 examples.
+PRETRAIN_SEQUENCES_PER_ROW = 3
+FINETUNE_PACKED = {"data.max_sequences_per_row": 8}
 FINETUNE_LENGTH = 128
 # Issue targets, ours packed / Model Garden.
 TARGETS = {"pretrain_128": 1.3, "pretrain_512": 1.8, "finetune_sst2": 2.0,
@@ -104,7 +107,8 @@ def corpus_files(args):
 
 
 def pretraining_task(args, seq_length, packing):
-    """A `PretrainingTask` over the corpus at `seq_length`, packed or not."""
+    """A `PretrainingTask` over the corpus at `seq_length`, packed (3 per row, as the
+    packaged configs) or not."""
     from bert_tf.models.presets import get_preset
     from bert_tf.tasks.pretraining import (
         PretrainingDataConfig,
@@ -116,7 +120,8 @@ def pretraining_task(args, seq_length, packing):
     predictions = PRETRAIN_SHAPES[seq_length][1]
     data = PretrainingDataConfig(
         train_files=corpus_files(args), eval_holdout_every=0, vocab_file=args.vocab_file,
-        max_seq_length=seq_length, max_predictions_per_seq=predictions, packing=packing)
+        max_seq_length=seq_length, max_predictions_per_seq=predictions,
+        max_sequences_per_row=PRETRAIN_SEQUENCES_PER_ROW if packing else 1)
     encoder = get_preset(args.preset, vocab_size=_vocab_size(args.vocab_file))
     return PretrainingTask(PretrainingExperiment(
         model=PretrainingModelConfig(encoder=encoder), data=data))
@@ -402,7 +407,7 @@ def part_pretrain(args, seq_length, log):
 
 def part_finetune(args, glue_task, log):
     """Ours packed, ours dynamic padding, Model Garden padded to 128: examples/s."""
-    packed_task = finetuning_task(args, glue_task, **{"data.packing": True})
+    packed_task = finetuning_task(args, glue_task, **FINETUNE_PACKED)
     rows = packed_rows_per_batch(packed_task)
     dynamic_task = finetuning_task(args, glue_task)
     padded_task = finetuning_task(args, glue_task, **{"data.dynamic_padding": False})
@@ -446,7 +451,7 @@ def part_padding(args, log):
             log(f"    {key}: {100 * results[key]['padding']:.1f} % padding")
     for name in ("sst2", "mrpc", "conll2003"):
         setups = {"padded": {"data.dynamic_padding": False}, "dynamic": {},
-                  "packed": {"data.packing": True}}
+                  "packed": FINETUNE_PACKED}
         for setup, values in setups.items():
             task = finetuning_task(args, name, **values)
             rows = packed_rows_per_batch(task) if setup == "packed" else FINETUNE_BATCH

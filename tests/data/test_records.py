@@ -108,6 +108,24 @@ def test_shapes_are_inferred_and_checked(tmp_path):
         records.read_pretraining_records(str(tmp_path / "a.tfrecord"), max_seq_length=128)
 
 
+def test_the_file_checks_give_counts_and_every_shape(tmp_path):
+    paths = [tmp_path / "a.tfrecord", tmp_path / "b.tfrecord", tmp_path / "c.tfrecord"]
+    _write(paths[:2], 5, nsp=False)
+    paths[2].write_bytes(b"")  # an empty shard counts 0 and decides nothing
+    files = [str(p) for p in paths]
+    counts, shapes = records.check_record_files(files, records.RecordShapes())
+    assert counts == [3, 2, 0]
+    assert shapes == records.RecordShapes(max_seq_length=S, max_predictions_per_seq=P, nsp=False)
+    with pytest.raises(records.CorruptRecordError, match=r"a\.tfrecord: holds examples with "
+                                                         r"max_predictions_per_seq=4, expected 5"):
+        records.check_record_files(files, records.RecordShapes(max_predictions_per_seq=5))
+    # Without validation nothing is read: S and P must be given, NSP is assumed.
+    assert records.check_record_files(["absent"], records.RecordShapes(8, 2), False) == (
+        None, records.RecordShapes(8, 2, True))
+    with pytest.raises(ValueError, match="required when validate=False"):
+        records.check_record_files(files, records.RecordShapes(max_seq_length=S), False)
+
+
 def test_without_nsp_labels(tmp_path):
     _write([tmp_path / "a.tfrecord"], 3, nsp=False)
     got = _read_all(records.read_pretraining_records(str(tmp_path / "a.tfrecord")))

@@ -2,7 +2,6 @@
 splitting, streaming conversion) on a real pages-articles dump."""
 
 import bz2
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from bert_tf.data.sentence_split import split_sentences
 from bert_tf.data.wikitext import remove_nested, wikitext_to_paragraphs
 
 DUMP = ("corpus", "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MARKUP = ["{{", "}}", "[[", "]]", "<ref", "</ref", "|}", "{|", "'''", "''", "==", "&nbsp;", "&amp;"]
 HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 
@@ -197,7 +195,8 @@ def test_cli_with_processes_matches_library(converted_dump, tmp_path):
     result = subprocess.run(
         [
             sys.executable,
-            os.path.join(REPO_ROOT, "tools", "wikipedia_to_text.py"),
+            "-m",
+            "bert_tf.wikipedia_to_text",
             "--input",
             dump,
             "--output",

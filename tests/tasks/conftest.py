@@ -1,27 +1,9 @@
-"""Fixtures for task tests: a tiny encoder checkpoint in bert_tf's format, and a tiny
-pretraining experiment on the real corpus."""
+"""Fixtures for task tests: a tiny pretraining experiment on the real corpus (the tiny
+encoder checkpoint is tests/conftest.py's `tiny_checkpoint`)."""
 
 import os
 
 import pytest
-
-from tests.helpers import require
-
-
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory):
-    """A tiny random BERT encoder saved in bert_tf's format with Google's uncased vocab."""
-    from bert_tf.checkpoints import loading
-    from bert_tf.models.bert_encoder import BertEncoder
-    from tests import shared_data
-
-    vocab = require(shared_data.data_path("vocab", "bert-base-uncased-vocab.txt"),
-                    "shared data file")
-    encoder = BertEncoder(vocab_size=30522, hidden_size=32, num_layers=2, num_heads=2,
-                          intermediate_size=64, max_position_embeddings=512)
-    directory = str(tmp_path_factory.mktemp("tiny_checkpoint"))
-    loading.save(encoder, directory, vocab_file=vocab, lower_case=True)
-    return directory
 
 
 @pytest.fixture
@@ -39,6 +21,6 @@ def pretraining_experiment(bert_corpus, shared_file):
                  "vocab_file": shared_file("vocab", "bert-base-uncased-vocab.txt"),
                  "max_seq_length": 32, "max_predictions_per_seq": 5,
                  "documents_per_window": 4, "shuffle_buffer_size": 16,
-                 "eval_holdout_every": 5},
+                 "eval_holdout_every": 5, "max_sequences_per_row": 3},
     }
     return config_lib.from_dict(PretrainingExperiment, values)

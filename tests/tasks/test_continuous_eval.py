@@ -16,12 +16,12 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import REPO, config_overrides, config_path, finetune, tiny_vocab
 
 from bert_tf import continuous_eval, evaluate
 from bert_tf.best_checkpoint import BEST_DIR, RECORD_FILE, BestCheckpoint
 from bert_tf.checkpoints import native, readable, weight_map
 from bert_tf.training.summaries import summary_tag
+from tests.finetune_helpers import REPO, config_overrides, config_path, finetune, tiny_vocab
 from tests.helpers import require
 
 STEPS = (2, 4, 6)

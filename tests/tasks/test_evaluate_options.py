@@ -9,11 +9,11 @@ import json
 import os
 
 import pytest
-from finetune_helpers import finetune
 
 from bert_tf import evaluate, predict
 from bert_tf.data import glue as glue_data
 from bert_tf.tasks import glue_metrics
+from tests.finetune_helpers import finetune
 from tests.helpers import require
 
 NUM_DEV = 12
@@ -156,9 +156,8 @@ def test_a_missing_model_dir_is_named(tmp_path, capsys):
 
 def _config_task(config_name, checkpoint, **values):
     """A validated task of a config (no training)."""
-    from finetune_helpers import config_overrides, config_path
-
     from bert_tf import tasks
+    from tests.finetune_helpers import config_overrides, config_path
 
     task_class, experiment = tasks.load_experiment(
         config_path(config_name), config_overrides(config_name, **values))

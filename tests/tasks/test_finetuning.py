@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from finetune_helpers import config_overrides, config_path, finetune, finetune_overrides
 
 from bert_tf import evaluate, predict, tasks
 from bert_tf.evaluate import evaluate_run, load_run
+from tests.finetune_helpers import config_overrides, config_path, finetune, finetune_overrides
 
 
 def _load(config_name, **values):
@@ -305,7 +305,7 @@ def test_squad_train_and_predictions_json(tiny_checkpoint, tmp_path, shared_file
     metrics = evaluate_run(str(tmp_path / "squad"), None, str(out))
     assert {"exact_match", "f1"} <= set(metrics)
     predictions = json.loads((out / "predictions.json").read_text())
-    from bert_tf.data.squad import split_by_article
+    from bert_tf.data.squad_reader import split_by_article
 
     odd = split_by_article(dev, lambda i: i % 2 == 1)[:24]
     assert sorted(predictions) == sorted(e.qas_id for e in odd)

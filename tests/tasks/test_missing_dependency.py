@@ -7,7 +7,7 @@ import pytest
 
 from bert_tf.checkpoints import loading
 from bert_tf.models.bert_encoder import BertEncoder
-from tests.tasks.finetune_helpers import finetune
+from tests.finetune_helpers import finetune
 
 pytestmark = pytest.mark.slow
 

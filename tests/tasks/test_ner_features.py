@@ -7,13 +7,13 @@ import sys
 
 import numpy as np
 import pytest
-from finetune_helpers import REPO, finetune
 
 import bert_tf
 from bert_tf import evaluate, predict
 from bert_tf.data.conll2003 import read_conll
 from bert_tf.tasks.conll_metrics import to_iob1, to_iob2
 from bert_tf.tasks.ner import LABELS
+from tests.finetune_helpers import REPO, finetune
 
 FRESH_PROCESS_PREDICT = os.path.join(REPO, "tests", "export", "fresh_process_predict.py")
 

@@ -18,13 +18,13 @@ import uuid
 import numpy as np
 import pytest
 import yaml
-from finetune_helpers import config_path, save_tiny_encoder, tiny_vocab
 
 import bert_tf
 from bert_tf import continuous_eval, convert, evaluate, predict, storage, sweep, train
 from bert_tf.best_checkpoint import BEST_DIR, RECORD_FILE
 from bert_tf.checkpoints import loading, weight_map
 from tests import shared_data
+from tests.finetune_helpers import config_path, save_tiny_encoder, tiny_vocab
 from tests.helpers import require
 from tests.local_disk import LocalDiskGuard
 

@@ -1,4 +1,4 @@
-"""Fine-tuning on packed rows (data.packing): GLUE and NER, with a tiny encoder."""
+"""Fine-tuning on packed rows (data.max_sequences_per_row > 1): GLUE and NER, tiny encoder."""
 
 import collections
 import json
@@ -9,11 +9,11 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import config_overrides, config_path, finetune
 
 from bert_tf import tasks
 from bert_tf.checkpoints import readable
 from bert_tf.evaluate import evaluate_run
+from tests.finetune_helpers import config_overrides, config_path, finetune
 
 
 def _task(config_name, checkpoint, **values):
@@ -44,7 +44,7 @@ def _slots(inputs, labels, label_key):
 
 def test_glue_packed_rows_hold_every_example_with_its_label(tiny_checkpoint):
     task = _task("glue_mrpc", tiny_checkpoint, **{"data.max_train_examples": 32,
-                                                   "data.packing": True,
+                                                   "data.max_sequences_per_row": 8,
                                                    "data.packing_window": 64})
     inputs, labels = task.make_batch(task._graph_table(task._table("train")),
                                      tf.range(32, dtype=tf.int64))
@@ -64,7 +64,8 @@ def test_glue_packed_rows_hold_every_example_with_its_label(tiny_checkpoint):
 
 def test_examples_per_step_count_the_examples_of_packed_rows(tiny_checkpoint):
     values = {"data.max_train_examples": 32, "data.packing_window": 64}
-    packed = _task("glue_mrpc", tiny_checkpoint, **values, **{"data.packing": True})
+    packed = _task("glue_mrpc", tiny_checkpoint, **values,
+                   **{"data.max_sequences_per_row": 8})
     inputs, labels = next(iter(packed.train_dataset(None, 4)))
     # The trainer's examples/s: every example of the 4 rows, not the rows.
     examples = float(packed.batch_examples(inputs, labels))
@@ -75,9 +76,10 @@ def test_examples_per_step_count_the_examples_of_packed_rows(tiny_checkpoint):
 
 def test_packing_is_refused_for_squad_naming_the_key(tiny_checkpoint, shared_file):
     squad = shared_file("squad", "dev-v1.1.json")
-    with pytest.raises(ValueError, match="data.packing: the 'squad' task keeps one example"):
-        _task("squad_v1", tiny_checkpoint, **{"data.packing": True, "data.train_file": squad,
-                                               "data.eval_file": squad})
+    with pytest.raises(ValueError,
+                       match="data.max_sequences_per_row: the 'squad' task keeps one example"):
+        _task("squad_v1", tiny_checkpoint, **{"data.max_sequences_per_row": 8,
+                                               "data.train_file": squad, "data.eval_file": squad})
 
 
 @pytest.mark.slow
@@ -86,12 +88,13 @@ def test_glue_packed_trains_evaluates_and_exports_plain(tiny_checkpoint, tmp_pat
     shared_file("glue", "SST-2", "train.tsv")
     model_dir = tmp_path / "sst2"
     code = finetune("glue_sst2", model_dir, tiny_checkpoint, **{
-        "data.max_train_examples": 96, "data.max_eval_examples": 40, "data.packing": True,
+        "data.max_train_examples": 96, "data.max_eval_examples": 40,
+        "data.max_sequences_per_row": 8,
         "trainer.train_epochs": 2, "trainer.global_batch_size": 4})
     assert code == 0
     params = yaml_params(model_dir)
     task = _task("glue_sst2", tiny_checkpoint, **{"data.max_train_examples": 96,
-                                                   "data.packing": True})
+                                                   "data.max_sequences_per_row": 8})
     # Steps from the packed rows: 2 epochs of about `num_train_examples` rows at 4 rows a batch.
     assert params["trainer"]["train_steps"] == -(-2 * task.num_train_examples // 4)
     assert params["trainer"]["train_steps"] < 2 * 96 // 4
@@ -117,7 +120,8 @@ def test_glue_packed_trains_evaluates_and_exports_plain(tiny_checkpoint, tmp_pat
 def test_ner_packed_trains_and_evaluates(tiny_checkpoint, tmp_path, shared_file):
     testa = shared_file("conll2003", "eng.testa")
     code = finetune("ner_conll2003", tmp_path / "ner", tiny_checkpoint, **{
-        "data.max_train_examples": 64, "data.max_eval_examples": 30, "data.packing": True,
+        "data.max_train_examples": 64, "data.max_eval_examples": 30,
+        "data.max_sequences_per_row": 8,
         "data.eval_files": f"[{testa}]", "trainer.train_epochs": 1,
         "trainer.global_batch_size": 4})
     assert code == 0
@@ -138,7 +142,7 @@ def test_packed_run_resumes_exactly_past_damaged_checkpoints(tiny_checkpoint, tm
     from tests.checkpoints.test_damaged_checkpoints import flip_a_byte, truncate_index
 
     values = {"data.max_train_examples": 32, "data.max_eval_examples": 16,
-                          "data.packing": True, "data.packing_window": 64,
+                          "data.max_sequences_per_row": 8, "data.packing_window": 64,
                           "trainer.train_epochs": 0, "trainer.train_steps": 6,
                           "trainer.global_batch_size": 4, "trainer.steps_per_loop": 2,
                           "trainer.checkpoint_every": 2, "trainer.max_to_keep": 5}

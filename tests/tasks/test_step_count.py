@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bert_tf import tasks
-from tests.tasks.finetune_helpers import config_overrides, config_path, finetune
+from tests.finetune_helpers import config_overrides, config_path, finetune
 
 
 def test_explicit_train_steps_replace_configured_epochs(caplog):

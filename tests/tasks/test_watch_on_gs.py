@@ -14,13 +14,19 @@ import sys
 
 import pytest
 import tensorflow as tf
-from finetune_helpers import REPO, config_overrides, config_path, save_tiny_encoder, tiny_vocab
 
 from bert_tf import continuous_eval
 from bert_tf.best_checkpoint import BEST_DIR, RECORD_FILE
 from bert_tf.checkpoints import native
 from bert_tf.training.summaries import summary_tag
 from tests import shared_data
+from tests.finetune_helpers import (
+    REPO,
+    config_overrides,
+    config_path,
+    save_tiny_encoder,
+    tiny_vocab,
+)
 from tests.helpers import require
 
 # Two processes and real HTTP round trips: the second test command.

@@ -1,4 +1,4 @@
-"""Tests for WordPiece vocabulary building (bert_tf.text.vocab_builder, tools/build_vocab.py)."""
+"""WordPiece vocabulary building: bert_tf.text.vocab_builder and python -m bert_tf.build_vocab."""
 
 import json
 import os
@@ -10,8 +10,7 @@ import pytest
 
 from bert_tf.text import vocab_builder as vb
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD_VOCAB = os.path.join(REPO_ROOT, "tools", "build_vocab.py")
+BUILD_VOCAB = ["-m", "bert_tf.build_vocab"]
 
 _COUNTS = {}
 
@@ -153,7 +152,7 @@ def test_cli_on_sotu_with_padding_and_progress(shared_file, tmp_path):
     output = tmp_path / "vocab.txt"
     result = subprocess.run(
         [
-            sys.executable, BUILD_VOCAB,
+            sys.executable, *BUILD_VOCAB,
             "--input", os.path.join(folder, "19*.txt"), os.path.join(folder, "20*.txt"),
             "--output", str(output),
             "--vocab_size", "6000",
@@ -177,7 +176,7 @@ def test_cli_max_lines_cased_and_errors(shared_file, tmp_path):
     moby = shared_file("corpus", "moby-dick", "moby-dick.txt")
     output = tmp_path / "vocab.txt"
     result = subprocess.run(
-        [sys.executable, BUILD_VOCAB, "--input", moby, "--output", str(output),
+        [sys.executable, *BUILD_VOCAB, "--input", moby, "--output", str(output),
          "--vocab_size", "1000", "--cased", "--max_lines", "2000"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -186,7 +185,7 @@ def test_cli_max_lines_cased_and_errors(shared_file, tmp_path):
     vocab = _read_vocab(output)
     assert {"The", "I", "the"} <= set(vocab)  # cased: both spellings are pieces
     result = subprocess.run(
-        [sys.executable, BUILD_VOCAB, "--input", str(tmp_path / "missing*.txt"),
+        [sys.executable, *BUILD_VOCAB, "--input", str(tmp_path / "missing*.txt"),
          "--output", str(tmp_path / "v.txt")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

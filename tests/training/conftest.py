@@ -1,74 +1,20 @@
-"""Fixtures for trainer tests: a tiny pretraining config on real data, and subprocess runs."""
+"""Helpers for trainer tests: subprocess runs, workers, checkpoint reads.
+
+The tiny experiment and `run_train` live in `tests/training_runs.py` (tests of
+other folders use them too) and are re-exported here for `from conftest import`.
+"""
 
 import json
-import os
 import re
 import subprocess
-import sys
 
 import numpy as np
-import pytest
 import tensorflow as tf
-import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.training_runs import REPO, run_train, tiny_experiment, train_command, train_env
 
-
-def tiny_experiment(corpus_dir, vocab_file, **sections):
-    """A pretraining experiment dict small enough to train in seconds on 2 cores."""
-    experiment = {
-        "task": "pretraining",
-        "model": {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
-                              "num_heads": 2, "intermediate_size": 64,
-                              "max_position_embeddings": 64}},
-        "data": {"train_files": [os.path.join(corpus_dir, "*.txt")], "vocab_file": vocab_file,
-                 "max_seq_length": 32, "max_predictions_per_seq": 5,
-                 "documents_per_window": 8, "shuffle_buffer_size": 64,
-                 "eval_holdout_every": 5},
-        "optimizer": {"learning_rate": 1e-3, "warmup_steps": 4},
-        "trainer": {"train_steps": 12, "global_batch_size": 8, "steps_per_loop": 2,
-                    "checkpoint_every": 4, "eval_every": 6, "eval_steps": 2},
-        "runtime": {"strategy": "cpu", "deterministic": True, "seed": 3},
-    }
-    for section, values in sections.items():
-        if isinstance(values, dict):
-            experiment.setdefault(section, {}).update(values)
-        else:
-            experiment[section] = values
-    return experiment
-
-
-@pytest.fixture
-def write_config(tmp_path, bert_corpus, shared_file):
-    """Writes a tiny experiment YAML (sections updated by keyword) and returns its path."""
-    vocab = shared_file("vocab", "bert-base-uncased-vocab.txt")
-    counter = iter(range(1000))
-
-    def write(**sections):
-        path = tmp_path / f"experiment_{next(counter)}.yaml"
-        path.write_text(yaml.safe_dump(tiny_experiment(bert_corpus, vocab, **sections)))
-        return str(path)
-
-    return write
-
-
-def train_command(config, model_dir, *extra):
-    return [sys.executable, "-m", "bert_tf.train", "--config", config,
-            "--model_dir", str(model_dir), *extra]
-
-
-def train_env(**extra):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
-def run_train(config, model_dir, *extra, timeout=300, env=None):
-    """Runs `python -m bert_tf.train` to completion; returns the CompletedProcess."""
-    return subprocess.run(train_command(config, model_dir, *extra), cwd=REPO,
-                          env=env or train_env(), capture_output=True, text=True,
-                          timeout=timeout)
+__all__ = ["REPO", "checkpoint_weights", "max_weight_difference", "run_train",
+           "start_until_step", "start_workers", "tiny_experiment", "train_command", "train_env"]
 
 
 def start_until_step(experiment_path, model_dir, step, *extra, env=None):

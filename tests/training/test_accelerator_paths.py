@@ -71,7 +71,7 @@ def _experiment_values(kind, corpus_dir):
         data = {"train_files": [f"{corpus_dir}/*.txt"], "vocab_file": vocab,
                 "max_seq_length": 32, "max_predictions_per_seq": 5, "documents_per_window": 8,
                 "shuffle_buffer_size": 64, "eval_holdout_every": 5,
-                "packing": kind == "pretraining_packed"}
+                "max_sequences_per_row": 3 if kind == "pretraining_packed" else 1}
         name = "pretraining"
     else:
         model = {"encoder": _encoder(), "head_dropout": 0.0}

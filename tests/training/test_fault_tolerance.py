@@ -63,8 +63,8 @@ def uninterrupted(experiment_path, tmp_path_factory):
 @pytest.fixture(scope="module")
 def packed_experiment_path(tmp_path_factory, bert_corpus):
     # Many short instances, so rows really hold several sequences.
-    return _write_experiment(tmp_path_factory, bert_corpus, packing=True, short_seq_prob=0.5,
-                             packing_window=32)
+    return _write_experiment(tmp_path_factory, bert_corpus, max_sequences_per_row=3,
+                             short_seq_prob=0.5, packing_window=32)
 
 
 def all_state(model_dir):

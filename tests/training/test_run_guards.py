@@ -14,7 +14,8 @@ import sys
 
 import pytest
 from conftest import REPO, run_train, train_command, train_env
-from test_console import NOISE
+
+from tests.training_runs import TENSORFLOW_NOISE
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +52,13 @@ def test_a_run_directory_through_its_guards(write_config, tmp_path):
     config = write_config(trainer={"train_steps": 4, "steps_per_loop": 2, "checkpoint_every": 2,
                                    "eval_every": 4, "eval_steps": 1})
     # A run that finishes, with TF_CPP_MIN_LOG_LEVEL unset as in a user's shell: the
-    # console stays quiet (test_console.py checks --verbose).
+    # console stays quiet (tests/test_console.py checks --verbose).
     env = train_env()
     env.pop("TF_CPP_MIN_LOG_LEVEL")
     first = run_train(config, tmp_path, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "saved checkpoint" in first.stderr  # our own log lines stay
-    for noise in NOISE:
+    for noise in TENSORFLOW_NOISE:
         assert noise not in first.stderr, noise
 
     # A second trainer is refused while one runs; SIGKILL leaves no lock behind.

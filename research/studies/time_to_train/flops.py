@@ -23,6 +23,7 @@ import dataclasses
 
 from bert_tf.data import packing
 from bert_tf.tasks import pretraining as pretraining_task
+from bert_tf.tasks import row_packing
 
 # The formula in one line, for reports.
 FORMULA = ("6 x rows x [S L (4H^2 + 2HI) + 2 L S^2 H + P' (H^2 + HV) + K (H^2 + 2H)] per step "
@@ -59,7 +60,7 @@ def step_shape(experiment) -> StepShape:
       experiment: `bert_tf.tasks.load_experiment(...)[1]` of a pretraining config.
     """
     encoder, data = experiment.model.encoder, experiment.data
-    if data.packing:
+    if row_packing.is_packed(data):
         per_row = data.max_sequences_per_row
         # A masking schedule sizes the buffers for its highest rate.
         slots = packing.max_packed_predictions(data.max_seq_length, per_row,

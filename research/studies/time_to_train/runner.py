@@ -57,9 +57,8 @@ POLL_SECONDS = 2.0
 # must share them with the reference recipe, or its accuracy is measured on other text.
 HELD_OUT_DATA_FIELDS = ("eval_files", "vocab_file", "lower_case", "short_seq_prob",
                         "sentence_pairs", "whole_word_masking", "documents_per_window",
-                        "shuffle_buffer_size", "packing", "max_sequences_per_row",
-                        "packing_window", "mask_token_fraction", "keep_token_fraction",
-                        "random_token_fraction")
+                        "shuffle_buffer_size", "max_sequences_per_row", "packing_window",
+                        "mask_token_fraction", "keep_token_fraction", "random_token_fraction")
 # Where the steps of every `wall_fraction` recipe's fill_budget phase are fixed when it
 # first trains, so a later timing run never changes a budget already trained to.
 BUDGETS_FILE = "budgets.json"

@@ -1,6 +1,6 @@
 """Converts a Wikipedia pages-articles dump into a BERT pretraining corpus.
 
-    python tools/wikipedia_to_text.py --input enwiki-...-pages-articles1.xml.bz2 \
+    python -m bert_tf.wikipedia_to_text --input enwiki-...-pages-articles1.xml.bz2 \
         --output wiki.txt [--titles_output wiki.titles] [--min_chars 200] [--processes 2]
 
 The output has one sentence per line and a blank line between articles (the
@@ -11,11 +11,10 @@ articles written, sentences) is printed at the end.
 import argparse
 import sys
 
-from bert_tf.data import wikipedia
-
 
 def _parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.wikipedia_to_text",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--input", required=True, help="pages-articles dump (.xml, .xml.bz2, .xml.gz)"
     )
@@ -46,6 +45,9 @@ def _parse_args(argv):
 def main(argv=None):
     """Runs the conversion; returns the process exit code."""
     args = _parse_args(argv)
+    # Imported here so `--help` and argument errors answer at once.
+    from bert_tf.data import wikipedia
+
     try:
         stats = wikipedia.convert_dump(
             args.input,

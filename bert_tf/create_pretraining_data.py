@@ -1,6 +1,6 @@
 """Writes statically masked BERT pretraining TFRecord shards from a text corpus.
 
-    python tools/create_pretraining_data.py --input_file 'corpus/*.txt' \
+    python -m bert_tf.create_pretraining_data --input_file 'corpus/*.txt' \
         --output_dir data/pretrain --vocab_file vocab.txt [--do_lower_case=true] \
         [--max_seq_length 128] [--max_predictions_per_seq 20] [--masked_lm_prob 0.15] \
         [--short_seq_prob 0.1] [--dupe_factor 10] [--random_seed 12345] [--num_shards 8] \
@@ -39,7 +39,8 @@ def _bool(value):
 
 
 def _parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.create_pretraining_data",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--input_file", required=True,
                         help="corpus files: comma-separated glob patterns")
     parser.add_argument("--output_dir", required=True, help="folder receiving the shards")

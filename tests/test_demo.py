@@ -11,10 +11,10 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, train_env
 
 from bert_tf import demo
 from bert_tf.training import precision
+from tests.training_runs import REPO, train_env
 
 pytestmark = pytest.mark.slow
 

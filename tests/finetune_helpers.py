@@ -4,7 +4,7 @@ import os
 
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def finetune_overrides(**values):

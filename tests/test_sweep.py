@@ -5,9 +5,9 @@ import os
 
 import pytest
 import yaml
-from finetune_helpers import REPO, config_overrides
 
 from bert_tf import sweep
+from tests.finetune_helpers import REPO, config_overrides
 
 
 @pytest.mark.slow

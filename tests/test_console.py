@@ -1,15 +1,14 @@
 """The training console: TensorFlow's start-up and checkpoint noise only with --verbose.
 
-The quiet default is checked on the first run of test_run_guards.py, which
+The quiet default is checked on the first run of training/test_run_guards.py, which
 trains anyway; this file checks that --verbose lets the noise through.
 """
 
 import pytest
-from conftest import run_train, train_env
+
+from tests.training_runs import run_train, train_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
-
-NOISE = ("failed call to cuInit", "oneDNN supports", "Sharding callback duration")
 
 
 def test_verbose_on_request(write_config, tmp_path):

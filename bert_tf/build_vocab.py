@@ -1,6 +1,6 @@
 """Learns a BERT WordPiece vocabulary (vocab.txt) from text files.
 
-    python tools/build_vocab.py --input 'corpus/*.txt' --output vocab.txt \
+    python -m bert_tf.build_vocab --input 'corpus/*.txt' --output vocab.txt \
         --vocab_size 30522 [--cased] [--reserved_tokens 99] [--pad_to_multiple_of 128]
 
 Layout: [PAD]=0, [unused0..R-1]=1..R, [UNK], [CLS], [SEP], [MASK], learned
@@ -12,11 +12,10 @@ import argparse
 import sys
 import time
 
-from bert_tf.text import vocab_builder
-
 
 def _parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bert_tf.build_vocab",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--input", required=True, nargs="+", help="text files or glob patterns (quote globs)"
     )
@@ -69,6 +68,9 @@ def _parse_args(argv):
 def main(argv=None):
     """Builds the vocabulary; returns the process exit code."""
     args = _parse_args(argv)
+    # Imported here so `--help` and argument errors answer at once.
+    from bert_tf.text import vocab_builder
+
     started = time.monotonic()
     progress = vocab_builder.Progress(
         lambda message: print(message, file=sys.stderr, flush=True), args.progress_interval

@@ -1,7 +1,7 @@
-"""Tests of tools/create_pretraining_data.py, run as a subprocess on real text."""
+"""Tests of `python -m bert_tf.create_pretraining_data`, in a subprocess and in process, on
+real text."""
 
 import glob
-import importlib.util
 import os
 import re
 import subprocess
@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import pytest
 
+from bert_tf import create_pretraining_data as tool
 from bert_tf.data import records
 from bert_tf.data.sentence_split import split_sentences
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOL = os.path.join(REPO, "tools", "create_pretraining_data.py")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -43,8 +43,8 @@ def _arguments(corpus, output_dir, vocab_file, *extra):
 
 def _run_tool(arguments):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, TOOL, *arguments], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=REPO)
+    return subprocess.run([sys.executable, "-m", "bert_tf.create_pretraining_data", *arguments],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
 
 
 def test_writes_shards_that_read_back(corpus, shared_file, tmp_path):
@@ -79,16 +79,8 @@ def test_writes_shards_that_read_back(corpus, shared_file, tmp_path):
     assert len({tuple(row) for row in data["input_ids"]}) == instances
 
 
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("create_pretraining_data", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_same_seed_same_bytes_other_seed_other_bytes(corpus, shared_file, tmp_path, capsys):
     vocab_file = shared_file("vocab", "bert-base-uncased-vocab.txt")
-    tool = _load_tool()
     outputs = {}
     for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):
         arguments = _arguments(corpus, str(tmp_path / name), vocab_file,
@@ -103,7 +95,6 @@ def test_same_seed_same_bytes_other_seed_other_bytes(corpus, shared_file, tmp_pa
 
 def test_bad_input_is_a_clear_error(shared_file, tmp_path, capsys):
     vocab_file = shared_file("vocab", "bert-base-uncased-vocab.txt")
-    tool = _load_tool()
     code = tool.main(["--input_file", str(tmp_path / "missing*.txt"), "--output_dir",
                       str(tmp_path / "out"), "--vocab_file", vocab_file])
     assert code == 1
@@ -117,7 +108,6 @@ def test_bad_input_is_a_clear_error(shared_file, tmp_path, capsys):
 def test_masking_fraction_flags_are_honoured_and_checked(corpus, shared_file, tmp_path,
                                                          capsys):
     vocab_file = shared_file("vocab", "bert-base-uncased-vocab.txt")
-    tool = _load_tool()
     output_dir = str(tmp_path / "all_mask")
     arguments = _arguments(corpus, output_dir, vocab_file, "--num_shards", "1",
                            "--dupe_factor", "1", "--mask_fraction", "1", "--keep_fraction",
