@@ -24,7 +24,7 @@ import corpus_task
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import start_until_step, tiny_experiment
+from conftest import checkpoint_weights, max_weight_difference, start_until_step, tiny_experiment
 
 from bert_tf.data import records
 from bert_tf.training import checkpointing, input_faults
@@ -315,6 +315,12 @@ def test_a_read_error_buffered_when_a_checkpoint_is_written_costs_no_step(
     assert any("holds the read error of" in line and str(corpus) in line for line in log), log
     assert any("its input state is not used; the input position is re-derived" in line
                for line in log), log
+    # The batches were an uninterrupted run's: its weights, to float rounding (the run
+    # is not under op determinism).
+    uninterrupted = tmp_path / "uninterrupted"
+    assert _train_in_process(config, uninterrupted) == 0
+    assert max_weight_difference(checkpoint_weights(model_dir),
+                                 checkpoint_weights(uninterrupted)) < 1e-6
 
 
 def _record_shard(tmp_path, count=24):
