@@ -260,7 +260,8 @@ class TrainingCheckpoint:
         return latest
 
     def _restore_input(self, path):
-        tf.train.Checkpoint(input=self.iterator).restore(
+        # `read`, the counterpart of `write`: the start state has no save counter.
+        tf.train.Checkpoint(input=self.iterator).read(
             path).assert_existing_objects_matched().expect_partial()
 
     def mark_input_replaying(self):
