@@ -286,6 +286,9 @@ def test_a_read_error_buffered_when_a_checkpoint_is_written_costs_no_step(
     shutil.copyfile(corpus, backup)
     # Op determinism makes tf.data read on demand: nothing is read ahead then.
     fast_experiment["runtime"]["deterministic"] = False
+    # Two checkpoints kept: when both hold the error, the input starts over from the
+    # start of the data (else from the older one).
+    fast_experiment["trainer"]["max_to_keep"] = 2
     config = _write(tmp_path, fast_experiment)
     model_dir = tmp_path / "run"
 
