@@ -280,12 +280,18 @@ def _holds_error(prefix, words):
 
 
 def test_a_read_error_buffered_when_a_checkpoint_is_written_costs_no_step(
-        fast_experiment, small_corpus, tmp_path, capsys, caplog):
+        fast_experiment, small_corpus, tmp_path, capsys, caplog, request):
     corpus = small_corpus[1]
     backup = tmp_path / "part_1.bak"
     shutil.copyfile(corpus, backup)
-    # Op determinism makes tf.data read on demand: nothing is read ahead then.
+    # Op determinism makes tf.data read on demand: nothing is read ahead then. (It is
+    # process-wide: an earlier test's run may have turned it on.)
     fast_experiment["runtime"]["deterministic"] = False
+    from tensorflow.python.framework import config as tf_config  # no public switch-off
+
+    if tf_config.is_op_determinism_enabled():
+        tf_config.disable_op_determinism()
+        request.addfinalizer(tf_config.enable_op_determinism)
     # Two checkpoints kept: when both hold the error, the input starts over from the
     # start of the data (else from the older one).
     fast_experiment["trainer"]["max_to_keep"] = 2
