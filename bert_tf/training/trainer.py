@@ -261,7 +261,7 @@ class Trainer:
         return iter(dataset_fn(context))
 
     def _restore_or_initialize(self):
-        restored = self._restored_from = self.checkpoint.restore_latest()
+        restored = self.checkpoint.restore_latest()
         if restored:
             logging.info("resumed from %s (step %d)", restored, int(self.step.numpy()))
             if self.init_checkpoint:
