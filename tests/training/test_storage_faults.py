@@ -377,9 +377,15 @@ def test_a_record_shard_damaged_while_read_is_named_in_one_line(tmp_path, fault)
 
 
 # A real trainer process stopped mid-run: the second test command.
+# Root reads any file whatever its mode: for root the trainer runs without the two
+# capabilities that let it (the kernel then checks the mode bits, as for any user).
+_WITHOUT_READ_OVERRIDE = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
 @pytest.mark.long
+@pytest.mark.parametrize("fault", ["missing", "unreadable"])
 def test_a_training_file_lost_mid_run_stops_with_one_line_and_resumes(
-        tmp_path, bert_corpus, shared_file):
+        tmp_path, bert_corpus, shared_file, fault):
     # One short file of two documents: the endless input re-reads it every few steps.
     source = os.path.join(bert_corpus, sorted(os.listdir(bert_corpus))[0])
     lines = open(source, encoding="utf-8").read().splitlines()[:60]
@@ -394,20 +400,28 @@ def test_a_training_file_lost_mid_run_stops_with_one_line_and_resumes(
     config = _write(tmp_path, experiment)
     model_dir = tmp_path / "run"
 
-    process, output = start_until_step(config, model_dir, 4)
-    corpus.unlink()
+    prefix = _WITHOUT_READ_OVERRIDE if fault == "unreadable" and os.geteuid() == 0 else []
+    process, output = start_until_step(config, model_dir, 4, prefix=prefix)
+    if fault == "missing":
+        corpus.unlink()
+    else:
+        os.chmod(corpus, 0)
     output += process.stdout.readlines()
     assert process.wait(timeout=120) == 1, "".join(output[-30:])
     (error,) = _error_lines("".join(output))
-    assert f"{corpus}: No such file or directory" in error, error
+    reason = "No such file or directory" if fault == "missing" else "Permission denied"
+    assert f"{corpus}: {reason}" in error, error
     latest = tf.train.latest_checkpoint(str(model_dir))
     assert latest is not None and f"({os.path.basename(latest)}) is kept" in error, error
 
     # Repaired: the same command resumes from the newest checkpoint (one saved while
     # the input pipeline already held the error gets its input position re-derived).
-    shutil.copyfile(backup, corpus)
+    if fault == "missing":
+        shutil.copyfile(backup, corpus)
+    else:
+        os.chmod(corpus, 0o644)
     step = int(latest.rsplit("-", 1)[1])
-    process, output = start_until_step(config, model_dir, step + 1)
+    process, output = start_until_step(config, model_dir, step + 1, prefix=prefix)
     process.send_signal(signal.SIGTERM)
     output += process.stdout.readlines()
     log = "".join(output)
