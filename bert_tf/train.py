@@ -105,7 +105,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     import tensorflow as tf
 
     from bert_tf.optional_imports import MissingDependencyError
-    from bert_tf.training import cluster_shape, lost_workers, strategies, trainer
+    from bert_tf.training import checkpointing, cluster_shape, lost_workers, strategies, trainer
 
     runtime = experiment.runtime
     if runtime.logical_cpu_devices > 1:
@@ -141,6 +141,13 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
             FileNotFoundError, RuntimeError, MissingDependencyError) as e:
         logging.debug("training failed", exc_info=True)
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (OSError, tf.errors.OpError) as e:
+        problem = checkpointing.unwritable_run_directory(e, model_dir)
+        if problem is None:
+            raise
+        logging.debug("writing the run directory failed", exc_info=True)
+        print(f"error: {problem}", file=sys.stderr)
         return 1
     if result.stopped_by_signal:
         return 0

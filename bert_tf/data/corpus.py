@@ -4,7 +4,8 @@ The format (google-research/bert `create_pretraining_data.py`): plain UTF-8
 text, one sentence per line, documents separated by blank lines. Here every
 line is stripped of surrounding whitespace, so a line holding only spaces also
 separates documents, and the end of a file always ends a document (documents
-never continue into the next file).
+never continue into the next file). A line that is not UTF-8 text (garbage
+bytes, a NUL byte) fails the pipeline with an error naming the file and line.
 
 `document_dataset` turns a list of file patterns into a `tf.data.Dataset`
 whose elements are documents: 1-D `tf.string` tensors holding that document's
@@ -19,6 +20,7 @@ import logging
 
 import tensorflow as tf
 
+from bert_tf.data import file_damage
 from bert_tf.file_patterns import expand_file_patterns
 
 
@@ -165,15 +167,40 @@ def file_documents(filename):
     `_LINES_PER_BATCH`. A `scan` over the batches splits each batch at its
     blank lines with vectorized ops, releases the documents it completes and
     carries the unfinished last one into the next batch. A final batch holding
-    one blank line releases the file's last document.
+    one blank line releases the file's last document. A line that is not UTF-8
+    text fails the pipeline naming the file and line (`_checked_text`).
     """
     batches = (
         tf.data.TextLineDataset(filename)
         .batch(_LINES_PER_BATCH)
+        .enumerate()
+        .map(lambda index, lines: _checked_text(filename, index, lines))
         .concatenate(tf.data.Dataset.from_tensors(tf.constant([""], tf.string)))
     )
     released = batches.scan(tf.zeros([0], tf.string), _split_batch)
     return released.flat_map(_documents_of_batch).map(_as_dense)
+
+
+def _checked_text(filename, batch_index, lines):
+    """`lines` (batch `batch_index` of `filename`), or an error naming the first bad line.
+
+    A corpus is UTF-8 text: a line with bytes that are not UTF-8, or with a NUL
+    byte (what a file overwritten with binary data, or zero-filled by a crash,
+    holds), stops the pipeline with one message naming the file and the line
+    (`file_damage`) rather than training on garbage. (The tokenizer alone
+    would drop such bytes, as BERT's `convert_to_unicode` does.)
+    """
+    # Transcoding valid UTF-8 changes nothing; an invalid sequence becomes U+FFFD.
+    valid = tf.equal(tf.strings.unicode_transcode(
+        lines, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD), lines)
+    text = valid & tf.logical_not(tf.strings.regex_full_match(lines, "(?s).*\\x00.*"))
+    first_bad = tf.argmin(tf.cast(text, tf.int32), output_type=tf.int64)
+    check = file_damage.assert_intact(
+        tf.reduce_all(text), file_damage.TEXT, filename, "line",
+        batch_index * _LINES_PER_BATCH + first_bad + 1,
+        "is not UTF-8 text (invalid UTF-8 or a NUL byte)")
+    with tf.control_dependencies([check]):
+        return tf.identity(lines)
 
 
 # Lines grouped per scan step. Per-line steps cost a function call per line

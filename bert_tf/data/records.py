@@ -26,7 +26,8 @@ by hanging:
 * a record whose payload checksum fails is only seen when read: the reader
   of each file stops at it, and the count of records read is checked against
   the count found by the validation, so iteration fails with an
-  `InvalidArgumentError` naming the file.
+  `InvalidArgumentError` naming the file (`file_damage`). So does a file cut or
+  overwritten after the validation, while it is read.
 """
 
 import dataclasses
@@ -37,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import storage
+from bert_tf.data import file_damage
 from bert_tf.data import packing as packing_lib
 from bert_tf.file_patterns import expand_file_patterns
 
@@ -280,10 +282,10 @@ def _checked_file_records(filename, expected_count):
     def count(number_read, element):
         record, is_record = element
         number_read += tf.cast(is_record, tf.int64)
-        check = tf.debugging.Assert(
-            is_record | tf.equal(number_read, expected_count),
-            ["Corrupt TFRecord file", filename, "- a damaged record (bad checksum) ended it "
-             "after", number_read, "of", expected_count, "records"])
+        check = file_damage.assert_intact(
+            is_record | tf.equal(number_read, expected_count), file_damage.TFRECORD, filename,
+            "is a corrupt TFRecord file: a damaged or cut record (bad checksum, or the file "
+            "ends inside it) ended it after", number_read, "of", expected_count, "records")
         with tf.control_dependencies([check]):
             return number_read, (tf.identity(record), is_record)
 

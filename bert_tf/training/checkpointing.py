@@ -18,6 +18,17 @@ to `tf.train.Checkpoint` saves only what the optimizer reaches, and Keras'
 automatic names (`SeedGenerator`, the optimizer) carry a process-wide
 counter, so keys use the variable's position and its path without counters.
 
+The input state is tf.data's, buffers included, and so can hold a read error
+the pipeline met before the save (see `input_faults`). Model, optimizer and
+step never depend on it: when an input state is found to replay such an error,
+`restore_latest` restores everything else of the newest checkpoint and
+re-derives the input position from an older checkpoint's input state (or the
+start of the data), advanced by the batches in between.
+
+A save into a directory that takes no new files (full, read-only, without
+write permission) raises `CheckpointWriteError`, one line naming the directory
+and the last good checkpoint, which stays the newest.
+
 With `MultiWorkerMirroredStrategy` each worker's input pipeline reads its own
 shard, so one iterator state cannot serve all workers: each worker keeps its
 own under `input_state/worker_<k>/` with the same step numbers. Non-chief
@@ -30,6 +41,7 @@ import errno
 import logging
 import os
 import re
+import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -39,6 +51,8 @@ from bert_tf.checkpoints import native, readable
 from bert_tf.training import cluster_shape
 
 CHECKPOINT_NAME = "ckpt"
+# The global step in a checkpoint.
+_STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -46,7 +60,8 @@ class NonFiniteWeightsError(RuntimeError):
 
 
 class CheckpointWriteError(RuntimeError):
-    """A checkpoint could not be written (the disk is full); the last good one is kept."""
+    """A checkpoint could not be written (full disk, read-only directory); the last good one
+    is kept."""
 
 
 # TF writes a sharded checkpoint into `<prefix>_temp/` and renames its files when
@@ -71,8 +86,44 @@ def _is_disk_full(error):
     return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+_UNWRITABLE_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+# TensorFlow's file errors end with the C library's reason: "...ckpt-8_temp; Read-only file system".
+_TF_REASON = re.compile(r"; (Read-only file system|Permission denied|Operation not permitted)")
+
+
+def unwritable_reason(error):
+    """Why `error` could not write a file ("Read-only file system", ...); None for other errors.
+
+    Args:
+      error: an `OSError` or a `tf.errors.OpError` of a write.
+    """
+    if isinstance(error, OSError):
+        return os.strerror(error.errno) if error.errno in _UNWRITABLE_ERRNOS else None
+    if isinstance(error, tf.errors.PermissionDeniedError):
+        found = _TF_REASON.search(error.message)
+        return found.group(1) if found else "Permission denied"
+    return None
+
+
 def _megabytes(num_bytes):
     return f"{num_bytes / 2**20:,.1f} MB"
+
+
+def unwritable_run_directory(error, model_dir):
+    """The one-line error of a write that `model_dir` refused; None for any other error.
+
+    Args:
+      error: an `OSError` or a `tf.errors.OpError`.
+      model_dir: the run directory.
+    """
+    reason = unwritable_reason(error)
+    if reason is None:
+        return None
+    path = error.filename if isinstance(error, OSError) else error.message.split(";")[0]
+    if not path or not os.fspath(path).startswith(os.fspath(model_dir)):
+        return None
+    return (f"cannot write the run directory {model_dir}: {reason} ({path}); its checkpoints "
+            "are kept: make it writable and run the same command to resume")
 
 
 def stable_variable_dict(variables):
@@ -126,6 +177,16 @@ class TrainingCheckpoint:
         objects["cluster_shape"] = cluster_shape.ShapeRecord(
             cluster_shape.SavedShape(shape, layout))
         self.checkpoint = tf.train.Checkpoint(**objects)
+        # Where the iterator's input state came from: the checkpoint it was restored from,
+        # or None (the start of the data, or a position re-derived from it). Input states
+        # found to replay a read error (`input_faults`), and the checkpoints saved since
+        # the last input restore, which inherited its buffers.
+        self.input_source = None
+        self._replaying = set()
+        self._saved_since_input_restore = []
+        # The untouched iterator's state, the last resort of a re-derived input position.
+        self._input_start = f"ram://bert_tf_input_start/{uuid.uuid4().hex}/input"
+        tf.train.Checkpoint(input=iterator).write(self._input_start)
         self.scratch_dir = None if chief else os.path.join(model_dir, f".worker_{worker_index}")
         self._max_to_keep = max_to_keep
         self.manager = self._new_manager()
@@ -183,15 +244,64 @@ class TrainingCheckpoint:
         saved = self._saved_shape(latest, step)
         plan = self.resume_plan = cluster_shape.plan_resume(saved, self.shape,
                                                             self.worker_index, step)
+        self._saved_since_input_restore = []
         if plan.input_from_worker is None:
+            self.input_source = None
+            self._restore_input(self._input_start)
             cluster_shape.skip_batches(self.iterator, plan.skip_batches)
+        elif latest in self._replaying:
+            self._rederive_input(latest, step, plan.input_from_worker)
         else:
-            path = self._input_state_path(latest, saved, plan.input_from_worker, step)
-            tf.train.Checkpoint(input=self.iterator).restore(
-                path).assert_existing_objects_matched().expect_partial()
+            self.input_source = latest
+            self._restore_input(self._input_state_path(latest, saved, plan.input_from_worker,
+                                                       step))
         if plan.reshaped:
             logging.warning("%s", plan.describe(os.path.basename(latest), step))
         return latest
+
+    def _restore_input(self, path):
+        # `read`, the counterpart of `write`: the start state has no save counter.
+        tf.train.Checkpoint(input=self.iterator).read(
+            path).assert_existing_objects_matched().expect_partial()
+
+    def mark_input_replaying(self):
+        """Marks the input state in use, and those saved since it was restored, as replaying.
+
+        The next `restore_latest` then re-derives the input position rather
+        than restore a marked state. Returns the prefixes marked.
+        """
+        marked = [self.input_source, *self._saved_since_input_restore]
+        self._replaying.update(marked)
+        return marked
+
+    def _rederive_input(self, latest, step, worker):
+        """Positions the input at `step` of `latest` without its (replaying) input state.
+
+        From the newest older checkpoint of this shape whose input state is
+        not marked, advanced by the batches of the steps between the two; from
+        the start of the data when there is none. Either way the pipeline
+        yields the batches an uninterrupted run reads after `step`.
+        """
+        for prefix in readable.listed_checkpoints(self.model_dir):
+            if prefix in self._replaying:
+                continue
+            older_step = int(readable.checkpoint_reader(prefix).get_tensor(_STEP_KEY))
+            saved = self._saved_shape(prefix, older_step)
+            if older_step >= step or saved.shape != self.shape:
+                continue
+            self._restore_input(self._input_state_path(prefix, saved, worker, older_step))
+            self.input_source, start = prefix, older_step
+            break
+        else:
+            self._restore_input(self._input_start)
+            self.input_source, start = None, 0
+        skipped = (step - start) * self.shape.batches_per_step
+        cluster_shape.skip_batches(self.iterator, skipped)
+        logging.warning(
+            "%s (step %d): its input state is not used; the input position is re-derived "
+            "from %s, %d batches on", os.path.basename(latest), step,
+            os.path.basename(self.input_source) if self.input_source else "the start of the data",
+            skipped)
 
     def _saved_shape(self, prefix, step):
         """The shape `prefix` records; for an older checkpoint without a record, its best guess.
@@ -247,17 +357,33 @@ class TrainingCheckpoint:
             path = self.manager.save(checkpoint_number=self.step)
             if self.input_manager is not None:
                 self.input_manager.save(checkpoint_number=self.step)
-        except (tf.errors.ResourceExhaustedError, OSError) as error:
-            if not _is_disk_full(error):
-                raise
+        except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
+                OSError) as error:
             logging.debug("checkpoint save failed", exc_info=True)
-            raise self._disk_full_error() from None
+            if _is_disk_full(error):
+                raise self._disk_full_error() from None
+            reason = unwritable_reason(error)
+            if reason is None:
+                raise
+            raise self._unwritable_error(reason) from None
         if self.scratch_dir:
             storage.rmtree(self.scratch_dir, ignore_errors=True)
             path = None
         if path:
+            self._saved_since_input_restore.append(path)
             logging.info("saved checkpoint %s", path)
         return path
+
+    def _unwritable_error(self, reason):
+        """The one-line error of a save into a directory that takes no new files."""
+        for directory in self._directories():
+            remove_partial_saves(directory)
+        directory = self.manager.directory
+        return CheckpointWriteError(
+            f"cannot write checkpoints to {directory}: {reason} (the directory takes no new "
+            f"files); could not save step {int(self.step.numpy())}, the last good checkpoint "
+            f"({self.latest or 'none'}) is kept: make {directory} writable and run the same "
+            "command to resume")
 
     def _disk_full_error(self):
         """The one-line error of a save that ran out of space, after cleaning up after it."""

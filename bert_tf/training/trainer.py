@@ -21,7 +21,6 @@ import json
 import logging
 import math
 import os
-import re
 import time
 
 import numpy as np
@@ -31,7 +30,14 @@ import yaml
 from bert_tf import config as config_lib
 from bert_tf import storage
 from bert_tf.checkpoints import native, readable
-from bert_tf.training import cluster_shape, fixed_shapes, lost_workers, precision, strategies
+from bert_tf.training import (
+    cluster_shape,
+    fixed_shapes,
+    input_faults,
+    lost_workers,
+    precision,
+    strategies,
+)
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.heap_release import HeapRelease
 from bert_tf.training.inference import inference_fn
@@ -59,63 +65,6 @@ class TrainingDivergedError(RuntimeError):
 
 class IncompatibleRunError(ValueError):
     """`model_dir` holds a run whose model differs from the config."""
-
-
-class InputReadError(RuntimeError):
-    """A training or evaluation file could not be read; the run stopped, its checkpoints kept.
-
-    `file` is the file the error names, when it names one.
-    """
-
-    def __init__(self, message, file=None):
-        super().__init__(message)
-        self.file = file
-
-
-class _ErrorInInputState(Exception):
-    """The restored input state replays a read error of a file that reads now: start again."""
-
-
-# TensorFlow's file errors name the file first: "<path>; No such file or directory".
-_FILE_IN_MESSAGE = re.compile(r"(\S+?)[;:] (No such file or directory|Permission denied|"
-                              r"Is a directory|Not a directory)")
-# Errors of reading data (as opposed to, say, running out of memory).
-_READ_ERRORS = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
-                tf.errors.DataLossError)
-
-
-def describe_read_error(error):
-    """`(file or None, "<file>: <reason>")` of an input pipeline's error; None if no read error.
-
-    Args:
-      error: an `OSError` or a `tf.errors.OpError` raised while reading data.
-    """
-    if isinstance(error, OSError):
-        reason = error.strerror or str(error)
-        if error.filename:
-            return error.filename, f"{error.filename}: {reason}"
-        return None, reason
-    message = getattr(error, "message", str(error))
-    found = _FILE_IN_MESSAGE.search(message)
-    if found:
-        return found.group(1), f"{found.group(1)}: {found.group(2)}"
-    # The TFRecord reader's count check (`records._checked_file_records`) names the file.
-    found = re.search(r"assertion failed: ((?:\[[^\]]*\] ?)+)", message)
-    if found and "Corrupt TFRecord file" in found.group(1):
-        return None, " ".join(re.findall(r"\[([^\]]*)\]", found.group(1)))
-    if isinstance(error, _READ_ERRORS):
-        lines = [line for line in message.strip().splitlines() if line.strip()]
-        return None, lines[0] if lines else type(error).__name__
-    return None
-
-
-def _reads_now(path):
-    try:
-        with storage.open(path, "rb") as f:
-            f.read(1)
-    except OSError:
-        return False
-    return storage.isfile(path)
 
 
 @dataclasses.dataclass
@@ -280,8 +229,11 @@ class Trainer:
             stop_requested=self.stop_requested,
             global_batches=config.input_distribution == "global")
         batch = config.global_batch_size
-        self.iterator = self._input_iterator(
-            lambda context: self.task.train_dataset(context, batch))
+        with input_faults.stop_on_read_error(
+                "training", lambda: tf.train.latest_checkpoint(self.model_dir),
+                catch=(PermissionError, tf.errors.OpError)):
+            self.iterator = self._input_iterator(
+                lambda context: self.task.train_dataset(context, batch))
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
             fixed_shapes.check_fixed_shapes(self.iterator.element_spec,
                                             self.task.fixed_shape_settings())
@@ -309,7 +261,7 @@ class Trainer:
         return iter(dataset_fn(context))
 
     def _restore_or_initialize(self):
-        restored = self._restored_from = self.checkpoint.restore_latest()
+        restored = self.checkpoint.restore_latest()
         if restored:
             logging.info("resumed from %s (step %d)", restored, int(self.step.numpy()))
             if self.init_checkpoint:
@@ -423,27 +375,9 @@ class Trainer:
             writers.scalars(writers.eval, step, metrics)
         return metrics
 
-    @contextlib.contextmanager
-    def _stop_on_read_error(self, what):
-        """Turns an unreadable input file into one `InputReadError` line naming it."""
-        try:
-            yield
-        except (OSError, tf.errors.OpError) as error:
-            described = describe_read_error(error)
-            if described is None:
-                raise
-            file, described = described
-            logging.debug("reading the %s data failed", what, exc_info=True)
-            latest = self.checkpoint.latest
-            kept = (f"the last checkpoint ({os.path.basename(latest)}) is kept" if latest
-                    else "no checkpoint was written yet")
-            raise InputReadError(
-                f"cannot read the {what} data: {described}; the run stopped and {kept}: "
-                "repair the file and run the same command to resume", file) from None
-
     def _evaluate_at(self, step, writers):
         """Evaluates at `step` (its checkpoint already written) and records the result."""
-        with self._stop_on_read_error("evaluation"):
+        with input_faults.stop_on_read_error("evaluation", lambda: self.checkpoint.latest):
             metrics = self.evaluate(writers)
         self._write_eval_results(step, metrics)
         return metrics
@@ -470,8 +404,8 @@ class Trainer:
             while True:
                 try:
                     return self._train()
-                except _ErrorInInputState:
-                    continue  # from the next older checkpoint
+                except input_faults.ReplayedInputError:
+                    continue  # the same checkpoint, its input position re-derived
                 except tf.errors.OpError as error:
                     lost = self._lost_worker(error)
                     if lost is None:
@@ -493,35 +427,6 @@ class Trainer:
         # Checkpoints are numbered by their step (`TrainingCheckpoint.save`).
         step = int(latest.rsplit("-", 1)[1]) if latest else None
         return lost_workers.LostWorkerError(found[0], latest, step, found[1])
-
-    def _check_input_state(self, error):
-        """Raises `_ErrorInInputState` when the newest checkpoint replays `error`.
-
-        tf.data saves the elements its buffers hold, a read error included:
-        a checkpoint written after a file went missing, but before the error
-        reached the train step, fails again once restored, although the file
-        is back. The checkpoint this run restored and those it wrote since are
-        set aside and the run starts over from the one before them (repeatedly,
-        until one reads the file afresh: each round sets aside an older one).
-        """
-        restored = self._restored_from
-        if not (restored and error.file and _reads_now(error.file) and self.chief
-                and not self.multi_worker):
-            return
-        if self.checkpoint.resume_plan.input_from_worker is None:
-            return  # the input position was re-derived, not restored: nothing replays
-        listed = readable.listed_checkpoints(self.model_dir)
-        replaying = listed[:listed.index(restored) + 1] if restored in listed else listed[:1]
-        for prefix in replaying:
-            logging.warning("%s holds the input pipeline's error from when %s could not be "
-                            "read; set aside as %s", os.path.basename(prefix), error.file,
-                            self.checkpoint.set_aside(prefix))
-        if not readable.listed_checkpoints(self.model_dir):
-            raise InputReadError(
-                f"every checkpoint of {self.model_dir} held the input pipeline's error from "
-                f"when {error.file} could not be read (set aside as ckpt-N.damaged); run the "
-                "same command to start the run over", error.file) from None
-        raise _ErrorInInputState()
 
     def _last_evaluation(self):
         """`(step, metrics)` of `eval_results.json`, or `(None, {})`."""
@@ -651,10 +556,12 @@ class Trainer:
         step, start = int(self.step.numpy()), time.monotonic()
         signals.loop_started(num_steps)
         try:
-            with watch, self._stop_on_read_error("training"):
+            with watch, input_faults.stop_on_read_error("training",
+                                                        lambda: self.checkpoint.latest):
                 sums = self.train_step.train_loop(self.iterator, tf.constant(num_steps))
-        except InputReadError as error:
-            self._check_input_state(error)
+        except input_faults.InputReadError as error:
+            input_faults.check_replayed(error, self.checkpoint, chief=self.chief,
+                                        multi_worker=self.multi_worker)
             raise
         sums = {key: value.numpy() for key, value in sums.items()}
         signals.loop_finished(int(self.step.numpy()) - step, time.monotonic() - start)

@@ -260,7 +260,7 @@ def test_corrupt_payload_fails_at_read_time_naming_the_file(tmp_path, batch_size
     outcome = _iterate_with_timeout(dataset)
     assert isinstance(outcome.get("error"), tf.errors.InvalidArgumentError)
     message = str(outcome["error"])
-    assert "good.tfrecord" in message and "Corrupt TFRecord file" in message
+    assert "good.tfrecord" in message and "is a corrupt TFRecord file" in message
     assert "a.tfrecord" not in message
 
 

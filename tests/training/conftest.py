@@ -17,9 +17,13 @@ __all__ = ["REPO", "checkpoint_weights", "max_weight_difference", "run_train",
            "start_until_step", "start_workers", "tiny_experiment", "train_command", "train_env"]
 
 
-def start_until_step(experiment_path, model_dir, step, *extra, env=None):
-    """Starts a training process and returns it once it has logged `step` or later."""
-    process = subprocess.Popen(train_command(experiment_path, model_dir, *extra), cwd=REPO,
+def start_until_step(experiment_path, model_dir, step, *extra, env=None, prefix=()):
+    """Starts a training process and returns it once it has logged `step` or later.
+
+    `prefix` is a command the trainer runs under (e.g. `setpriv ... --`).
+    """
+    process = subprocess.Popen([*prefix, *train_command(experiment_path, model_dir, *extra)],
+                               cwd=REPO,
                                env=env or train_env(), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     output = []
