@@ -24,7 +24,6 @@ A summary is printed at the end.
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -88,6 +87,7 @@ def _check_args(args):
 def create_shards(args):
     """Runs the pipeline and writes the shards; returns the summary dict."""
     # Imported here so `--help` and argument errors do not wait for TensorFlow.
+    from bert_tf import storage
     from bert_tf.data import pretraining, records
     from bert_tf.text import tokenizer_contract
     from bert_tf.text.masking import MaskingFractions
@@ -115,8 +115,8 @@ def create_shards(args):
     # Batches cross into Python cheaper than single examples.
     dataset = dataset.batch(256)
 
-    os.makedirs(args.output_dir, exist_ok=True)
-    outputs = [os.path.join(args.output_dir,
+    storage.makedirs(args.output_dir, exist_ok=True)
+    outputs = [storage.join(args.output_dir,
                             f"{args.output_prefix}-{i:05d}-of-{args.num_shards:05d}.tfrecord")
                for i in range(args.num_shards)]
     start = time.time()

@@ -15,6 +15,7 @@ import pytest
 PUBLIC = [
     "bert_tf.checkpoints.loading.load_encoder",
     "bert_tf.checkpoints.loading.load_pretrainer",
+    "bert_tf.checkpoints.loading.load_preprocessor",
     "bert_tf.models.bert_encoder.BertEncoder",
     "bert_tf.models.bert_pretrainer.BertPretrainer",
     "bert_tf.models.bert_classifier.BertClassifier",

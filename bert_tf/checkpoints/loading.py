@@ -174,6 +174,26 @@ def load_preprocessor(path: str, max_seq_length: int = 128, format: str | None =
       FileNotFoundError: nothing at `path`, or no vocabulary shipped or given.
       TokenizerContractError: `vocab_file` or `lower_case` do not match the checkpoint's.
       ValueError: see `describe`.
+
+    Examples:
+        A tiny encoder saved with a vocabulary; its preprocessor takes raw text:
+
+        >>> import os, tempfile
+        >>> import bert_tf
+        >>> from bert_tf.checkpoints import loading
+        >>> from bert_tf.models import BertEncoder
+        >>> scratch = tempfile.TemporaryDirectory()
+        >>> tiny = BertEncoder(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2,
+        ...                    intermediate_size=32)
+        >>> path = loading.save(tiny, os.path.join(scratch.name, "tiny"), vocab_file=vocab_file,
+        ...                     lower_case=True)
+        >>> preprocessor = bert_tf.load_preprocessor(path, max_seq_length=8)
+        >>> features = preprocessor(["Hello, world!"])
+        >>> features["token_ids"].numpy().tolist()  # [CLS] hello , world ! [SEP], padded
+        [[101, 7592, 1010, 2088, 999, 102, 0, 0]]
+        >>> features["padding_mask"].numpy().tolist()
+        [[1, 1, 1, 1, 1, 1, 0, 0]]
+        >>> scratch.cleanup()
     """
     info = describe(path, format)
     contract = info.tokenizer_contract

@@ -16,11 +16,10 @@ Tensor legend: B batch, S max_seq_length.
 
 from __future__ import annotations
 
-import os
-
 import keras
 import tensorflow as tf
 
+from bert_tf import storage
 from bert_tf.text.segment_packer import SEQUENCE_KEYS, SegmentPacker
 from bert_tf.text.tokenizer import BertTokenizer, read_vocab_bytes
 
@@ -131,7 +130,7 @@ class TextPreprocessor(keras.layers.Layer):
         """
         if self._vocab_bytes is None:
             raise self._no_vocabulary()
-        with open(os.path.join(dir_path, VOCAB_ASSET), "wb") as f:
+        with storage.open(storage.join(dir_path, VOCAB_ASSET), "wb") as f:
             f.write(self._vocab_bytes)
 
     def load_assets(self, dir_path: str) -> None:
@@ -140,13 +139,13 @@ class TextPreprocessor(keras.layers.Layer):
         Raises:
           FileNotFoundError: the saved file holds no vocabulary for this layer.
         """
-        path = os.path.join(dir_path, VOCAB_ASSET)
-        if not os.path.isfile(path):
+        path = storage.join(dir_path, VOCAB_ASSET)
+        if not storage.isfile(path):
             raise FileNotFoundError(
                 f"TextPreprocessor {self.name!r}: the saved model has no {VOCAB_ASSET} "
                 f"among its assets ({path}); was it saved by bert_tf's TextPreprocessor?")
-        with open(path, "rb") as f:
-            self._set_vocabulary(f.read(), f"{VOCAB_ASSET} of the saved TextPreprocessor")
+        self._set_vocabulary(storage.read_bytes(path),
+                             f"{VOCAB_ASSET} of the saved TextPreprocessor")
 
     # --- call ----------------------------------------------------------------
 
