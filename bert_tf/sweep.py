@@ -19,9 +19,8 @@ import os
 import subprocess
 import sys
 
-import yaml
-
 from bert_tf import console, path_args, storage
+from bert_tf.training import run_directory
 
 
 def parse_args(argv):
@@ -52,21 +51,6 @@ def run_name(learning_rate, epochs):
     return f"lr{learning_rate:g}_epochs{epochs:g}"
 
 
-def finished_results(run_dir):
-    """The run's final `eval_results.json` when it reached its last step, else None."""
-    from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
-
-    results_path = os.path.join(run_dir, EVAL_RESULTS_FILE)
-    params_path = os.path.join(run_dir, PARAMS_FILE)
-    if not (storage.isfile(results_path) and storage.isfile(params_path)):
-        return None
-    with storage.open(params_path) as f:
-        train_steps = yaml.safe_load(f)["trainer"]["train_steps"]
-    with storage.open(results_path) as f:
-        results = json.load(f)
-    return results if results["step"] == train_steps else None
-
-
 def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=()):
     """Runs the grid; returns the summary written to `model_dir/sweep_results.json`."""
     from bert_tf import tasks
@@ -81,7 +65,7 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
         for epoch_count in epochs:
             name = run_name(learning_rate, epoch_count)
             run_dir = os.path.join(model_dir, name)
-            results = finished_results(run_dir)
+            results = run_directory.finished_results(run_dir)
             if results is None:
                 command = [sys.executable, "-m", "bert_tf.train", "--config", config,
                            "--model_dir", run_dir, "--init_checkpoint", init_checkpoint,
@@ -94,7 +78,7 @@ def sweep(config, init_checkpoint, model_dir, learning_rates, epochs, overrides=
                 if code != 0:
                     raise RuntimeError(f"run {name} failed with exit code {code}; "
                                        "run the same command to resume it")
-                results = finished_results(run_dir)
+                results = run_directory.finished_results(run_dir)
                 if results is None:
                     raise RuntimeError(f"run {name} finished without evaluation results "
                                        f"in {run_dir}")

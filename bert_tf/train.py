@@ -105,7 +105,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     import tensorflow as tf
 
     from bert_tf.optional_imports import MissingDependencyError
-    from bert_tf.training import cluster_shape, lost_workers, strategies, trainer
+    from bert_tf.training import cluster_shape, lost_workers, run_directory, strategies, trainer
 
     runtime = experiment.runtime
     if runtime.logical_cpu_devices > 1:
@@ -117,7 +117,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     try:
         # Fine-tuning takes the encoder and vocabulary from the checkpoint.
         experiment = task.resolve(init_checkpoint, model_dir)
-        trainer.check_resumable(model_dir, experiment, task, allow_data_change)
+        run_directory.check_resumable(model_dir, experiment, task, allow_data_change)
         strategy = strategies.create_strategy(runtime.strategy, runtime.tpu,
                                               runtime.logical_cpu_devices,
                                               runtime.worker_timeout_seconds)
@@ -137,7 +137,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         # The batch does not split over this cluster: the command must change.
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (trainer.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
+    except (run_directory.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
             FileNotFoundError, RuntimeError, MissingDependencyError) as e:
         logging.debug("training failed", exc_info=True)
         print(f"error: {e}", file=sys.stderr)

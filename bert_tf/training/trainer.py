@@ -17,7 +17,6 @@ one replica; `TrainStep` the distributed step; this module runs it:
 import contextlib
 import dataclasses
 import hashlib
-import json
 import logging
 import math
 import os
@@ -31,7 +30,14 @@ import yaml
 from bert_tf import config as config_lib
 from bert_tf import storage
 from bert_tf.checkpoints import native, readable
-from bert_tf.training import cluster_shape, fixed_shapes, lost_workers, precision, strategies
+from bert_tf.training import (
+    cluster_shape,
+    fixed_shapes,
+    lost_workers,
+    precision,
+    run_directory,
+    strategies,
+)
 from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
 from bert_tf.training.heap_release import HeapRelease
 from bert_tf.training.inference import inference_fn
@@ -43,8 +49,6 @@ from bert_tf.training.signals import StopOnSignal
 from bert_tf.training.summaries import SummaryWriters, drop_events_after
 from bert_tf.training.train_step import TrainStep
 
-PARAMS_FILE = "params.yaml"
-EVAL_RESULTS_FILE = "eval_results.json"
 # Exit code after a multi-worker preemption save (TensorFlow's convention).
 PREEMPTION_EXIT_CODE = 42
 # Exit code of the survivors when a worker of a multi-worker run disappeared without
@@ -55,10 +59,6 @@ LOST_WORKER_EXIT_CODE = 75
 
 class TrainingDivergedError(RuntimeError):
     """Repeated non-finite steps: the run was rolled back and stopped."""
-
-
-class IncompatibleRunError(ValueError):
-    """`model_dir` holds a run whose model differs from the config."""
 
 
 class InputReadError(RuntimeError):
@@ -140,42 +140,6 @@ def weights_fingerprint(variables):
     return digest.hexdigest()
 
 
-def _listed(differences):
-    return "; ".join(f"{key}: {old!r} in the run, {new!r} in this config"
-                     for key, (old, new) in differences.items())
-
-
-def check_resumable(model_dir, experiment, task, allow_data_change=False):
-    """Raises `IncompatibleRunError` when `model_dir`'s run cannot resume as `experiment`.
-
-    Args:
-      model_dir: the run directory (nothing is checked before its first checkpoint).
-      experiment: the resolved experiment about to run.
-      task: its `Task`; `model_differences` and `input_differences` say what differs.
-      allow_data_change: accept settings that change which training batches come
-        next (the resumed run then no longer matches an uninterrupted one).
-    """
-    path = os.path.join(model_dir, PARAMS_FILE)
-    if not (storage.exists(path) and readable.listed_checkpoints(model_dir)):
-        return
-    previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
-    differences = task.model_differences(previous.model, experiment.model)
-    if differences:
-        raise IncompatibleRunError(
-            f"{model_dir} holds a run with another model ({_listed(differences)}). Resume it "
-            f"with its own config ({path}), or start a new --model_dir (with --init_checkpoint "
-            f"{model_dir} to start from its weights).")
-    differences = task.input_differences(previous, experiment)
-    if differences and not allow_data_change:
-        raise IncompatibleRunError(
-            f"resuming {model_dir} with other training data ({_listed(differences)}) would "
-            "not continue the run it holds; use its settings (see its params.yaml), start a "
-            "new --model_dir, or pass --allow_data_change to resume anyway")
-    if differences:
-        logging.warning("resuming with other training data (--allow_data_change): %s",
-                        _listed(differences))
-
-
 class Trainer:
     """Trains `task`'s model as `experiment` describes, in `model_dir`.
 
@@ -229,10 +193,8 @@ class Trainer:
         and optimizer slots are float32 under every policy). The previous run's
         policy is kept: a run that moves into float16 starts its loss scale over.
         """
-        path = os.path.join(self.model_dir, PARAMS_FILE)
         # The policy of the run this one may resume (read before params.yaml is rewritten).
-        self._previous_precision = (config_lib.load_yaml(path).get("runtime", {}).get(
-            "mixed_precision") if storage.isfile(path) else None)
+        self._previous_precision = run_directory.recorded_precision(self.model_dir)
         self.experiment = precision.resolve_experiment(self.experiment, self.strategy)
 
     def _steps_from_epochs(self):
@@ -334,8 +296,7 @@ class Trainer:
     def _write_run_files(self):
         if not self.chief:
             return
-        storage.makedirs(self.model_dir, exist_ok=True)
-        config_lib.dump_config(self.experiment, os.path.join(self.model_dir, PARAMS_FILE))
+        run_directory.write_params(self.model_dir, self.experiment)
         native.write_metadata(self.model, self.model_dir, self.task.tokenizer_contract(),
                               self.task.vocab_file, record=self.task.task_record())
 
@@ -450,11 +411,8 @@ class Trainer:
 
     def _write_eval_results(self, step, metrics):
         """`model_dir/eval_results.json`: the newest evaluation (what sweeps compare)."""
-        if not (self.chief and metrics):
-            return
-        path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
-        with storage.atomic_write(path, encoding="utf-8") as f:
-            json.dump({"step": step, "metrics": metrics}, f, indent=2, sort_keys=True)
+        if self.chief and metrics:
+            run_directory.write_eval_results(self.model_dir, step, metrics)
 
     def _roll_back(self, reason):
         latest = self.checkpoint.restore_latest()
@@ -523,15 +481,6 @@ class Trainer:
                 "same command to start the run over", error.file) from None
         raise _ErrorInInputState()
 
-    def _last_evaluation(self):
-        """`(step, metrics)` of `eval_results.json`, or `(None, {})`."""
-        path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
-        if not storage.isfile(path):
-            return None, {}
-        with storage.open(path, encoding="utf-8") as f:
-            results = json.load(f)
-        return results.get("step"), results.get("metrics", {})
-
     def _missed_evaluation(self, step):
         """True when the run stopped in the evaluation of `step`, after checkpointing it."""
         config = self.config
@@ -541,7 +490,7 @@ class Trainer:
         # Workers of a multi-worker run need not see the chief's eval_results.json, and
         # must all evaluate or none.
         return bool(step and at_eval_step and evaluates and not self.multi_worker
-                    and self._last_evaluation()[0] != step)
+                    and run_directory.last_evaluation(self.model_dir)[0] != step)
 
     def _train(self):
         config = self.config
@@ -553,7 +502,7 @@ class Trainer:
                     self._evaluate_at(int(self.step.numpy()), writers)
                 finally:
                     writers.close()
-            _, metrics = self._last_evaluation()
+            _, metrics = run_directory.last_evaluation(self.model_dir)
             return TrainingResult(int(self.step.numpy()), {}, metrics, self._fingerprint(),
                                   already_complete=True)
         self._write_run_files()
