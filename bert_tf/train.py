@@ -105,7 +105,14 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     import tensorflow as tf
 
     from bert_tf.optional_imports import MissingDependencyError
-    from bert_tf.training import cluster_shape, lost_workers, run_directory, strategies, trainer
+    from bert_tf.training import (
+        cluster_shape,
+        exit_codes,
+        lost_workers,
+        run_directory,
+        strategies,
+        trainer,
+    )
 
     runtime = experiment.runtime
     if runtime.logical_cpu_devices > 1:
@@ -125,14 +132,14 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         result = run_trainer.train()
     except lost_workers.LostWorkerError as e:
         logging.debug("a worker was lost", exc_info=True)
-        print(f"error: {e} (exit code {trainer.LOST_WORKER_EXIT_CODE})", file=sys.stderr)
+        print(f"error: {e} (exit code {exit_codes.LOST_WORKER_EXIT_CODE})", file=sys.stderr)
         # TensorFlow's teardown then waits seconds on the lost worker; nothing is left to
         # write (checkpoint and summaries are closed), so leave now, as the preemption exit
         # does, and the bound on stopping stays the heartbeat timeout.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(trainer.LOST_WORKER_EXIT_CODE)
+        os._exit(exit_codes.LOST_WORKER_EXIT_CODE)
     except cluster_shape.ShapeError as e:
         # The batch does not split over this cluster: the command must change.
         print(f"error: {e}", file=sys.stderr)

@@ -43,18 +43,12 @@ from bert_tf.training.heap_release import HeapRelease
 from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
 from bert_tf.training.optimizers import build_optimizer
+from bert_tf.training.preemption import preemption_handler
 from bert_tf.training.progress import Progress
 from bert_tf.training.run_lock import RunLock
 from bert_tf.training.signals import StopOnSignal
 from bert_tf.training.summaries import SummaryWriters, drop_events_after
 from bert_tf.training.train_step import TrainStep
-
-# Exit code after a multi-worker preemption save (TensorFlow's convention).
-PREEMPTION_EXIT_CODE = 42
-# Exit code of the survivors when a worker of a multi-worker run disappeared without
-# warning (sysexits' EX_TEMPFAIL): restart every worker; the run resumes from its last
-# checkpoint. Both codes tell a cluster manager "restart the job", unlike 1 and 2.
-LOST_WORKER_EXIT_CODE = 75
 
 
 class TrainingDivergedError(RuntimeError):
@@ -440,17 +434,7 @@ class Trainer:
 
     def _lost_worker(self, error):
         """A `LostWorkerError` when `error` says a worker of the cluster is gone, else None."""
-        if not self.multi_worker:
-            return None
-        resolver = self.strategy.cluster_resolver
-        found = lost_workers.lost_tasks(error, resolver.cluster_spec(),
-                                        (resolver.task_type, resolver.task_id))
-        if found is None:
-            return None
-        latest = self.checkpoint.latest
-        # Checkpoints are numbered by their step (`TrainingCheckpoint.save`).
-        step = int(latest.rsplit("-", 1)[1]) if latest else None
-        return lost_workers.LostWorkerError(found[0], latest, step, found[1])
+        return lost_workers.lost_worker_error(error, self.strategy, self.checkpoint.latest)
 
     def _check_input_state(self, error):
         """Raises `_ErrorInInputState` when the newest checkpoint replays `error`.
@@ -514,7 +498,7 @@ class Trainer:
         if self._missed_evaluation(step):
             self._evaluate_at(step, writers)
         progress = Progress(step, config.train_steps, self.stream)
-        preemption = self._preemption_handler()
+        preemption = preemption_handler(self.strategy, self.checkpoint, self.step)
         # Under TensorFlow's preemption handling that handler owns SIGTERM; this one then
         # only bounds the wait for a step boundary.
         signals = StopOnSignal(None if preemption else self.stop_requested,
@@ -637,21 +621,3 @@ class Trainer:
 
     def _fingerprint(self):
         return weights_fingerprint(self.model.trainable_variables)
-
-    def _preemption_handler(self):
-        """TensorFlow's coordinated preemption handling, for multi-worker and TPU runs."""
-        if not (self.multi_worker or isinstance(self.strategy, tf.distribute.TPUStrategy)):
-            return None
-        input_manager = self.checkpoint.input_manager
-
-        def save_input_state_and_exit():
-            if input_manager is not None:
-                input_manager.save(checkpoint_number=self.step)
-            logging.warning("preempted at step %d: checkpoint saved, exiting with code %d",
-                            int(self.step.numpy()), PREEMPTION_EXIT_CODE)
-            os._exit(PREEMPTION_EXIT_CODE)
-
-        return tf.distribute.experimental.PreemptionCheckpointHandler(
-            self.strategy.cluster_resolver, self.checkpoint.manager,
-            termination_config=tf.distribute.experimental.TerminationConfig(
-                exit_fn=save_input_state_and_exit))
