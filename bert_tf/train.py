@@ -122,13 +122,13 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     keras.utils.set_random_seed(runtime.seed)
     task = task_class(experiment)
     try:
-        # Fine-tuning takes the encoder and vocabulary from the checkpoint.
-        experiment = task.resolve(init_checkpoint, model_dir)
-        run_directory.check_resumable(model_dir, experiment, task, allow_data_change)
         strategy = strategies.create_strategy(runtime.strategy, runtime.tpu,
                                               runtime.logical_cpu_devices,
                                               runtime.worker_timeout_seconds)
-        run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint)
+        # Resolves the experiment (fine-tuning takes the encoder and vocabulary from the
+        # checkpoint), validates it and checks model_dir's run before building anything.
+        run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint,
+                                      allow_data_change=allow_data_change)
         result = run_trainer.train()
     except lost_workers.LostWorkerError as e:
         logging.debug("a worker was lost", exc_info=True)

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
-import math
 import os
 import re
 import time
@@ -34,7 +33,7 @@ from bert_tf.training import (
     cluster_shape,
     fixed_shapes,
     lost_workers,
-    precision,
+    resolution,
     run_directory,
     strategies,
 )
@@ -43,6 +42,7 @@ from bert_tf.training.heap_release import HeapRelease
 from bert_tf.training.inference import inference_fn
 from bert_tf.training.loss_scale import LossScale
 from bert_tf.training.optimizers import build_optimizer
+from bert_tf.training.precision import model_dtype
 from bert_tf.training.preemption import preemption_handler
 from bert_tf.training.progress import Progress
 from bert_tf.training.run_lock import RunLock
@@ -139,30 +139,33 @@ class Trainer:
 
     Args:
       task: a `bert_tf.tasks.base.Task`; the trainer uses nothing else of it.
-      experiment: the task's resolved experiment config.
+      experiment: the task's experiment as loaded; resolved first
+        (`resolution.resolve_run`), after which `self.experiment` is
+        `task.experiment`, the run's final experiment.
       model_dir: checkpoints, `params.yaml`, `bert_tf_model.json` and the
         TensorBoard logs (`train/`, `eval/`) go here.
       strategy: a `tf.distribute.Strategy` (see `strategies.create_strategy`).
       init_checkpoint: weights to start from when `model_dir` has no checkpoint.
       stream: where the progress bar goes (default stdout).
+      allow_data_change: resume although the training data or batching
+        settings differ from the run's `params.yaml`.
     """
 
-    def __init__(self, task, experiment, model_dir, strategy, init_checkpoint=None, stream=None):
+    def __init__(self, task, experiment, model_dir, strategy, init_checkpoint=None, stream=None,
+                 allow_data_change=False):
         self.task = task
-        self.experiment = experiment
-        self.config = experiment.trainer
         self.model_dir = model_dir
         self.strategy = strategy
         self.init_checkpoint = init_checkpoint
         self.stream = stream
         self.chief = strategies.is_chief(strategy)
         self.multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        task.validate()
-        self._resolve_precision()
-        if self.config.train_epochs:
-            self._steps_from_epochs()
-        else:
-            logging.info("trainer.train_steps=%d decides the step count", self.config.train_steps)
+        # The policy of the run this one may resume (read before params.yaml is rewritten):
+        # a run that moves into float16 starts its loss scale over.
+        self._previous_precision = run_directory.recorded_precision(model_dir)
+        self.experiment = resolution.resolve_run(task, experiment, strategy, model_dir,
+                                                 init_checkpoint, allow_data_change)
+        self.config = self.experiment.trainer
         self._predict = None
         # Taken before anything is written into model_dir; only the chief writes it.
         self._lock = RunLock(model_dir) if self.chief else None
@@ -179,32 +182,6 @@ class Trainer:
 
     # -- setup ---------------------------------------------------------------
 
-    def _resolve_precision(self):
-        """Replaces `runtime.mixed_precision: auto` by the policy it chose here.
-
-        params.yaml records the choice; a resumed run chooses again, so a run
-        moved to other hardware computes in what is fastest there (the weights
-        and optimizer slots are float32 under every policy). The previous run's
-        policy is kept: a run that moves into float16 starts its loss scale over.
-        """
-        # The policy of the run this one may resume (read before params.yaml is rewritten).
-        self._previous_precision = run_directory.recorded_precision(self.model_dir)
-        self.experiment = precision.resolve_experiment(self.experiment, self.strategy)
-
-    def _steps_from_epochs(self):
-        """Sets `trainer.train_steps` from `trainer.train_epochs` and the task's data size."""
-        examples = self.task.num_train_examples
-        if examples is None:
-            raise ValueError(
-                f"trainer.train_epochs={self.config.train_epochs:g} needs an epoch size, but "
-                f"the {self.task.name!r} task streams its data: set trainer.train_steps instead")
-        steps = math.ceil(self.config.train_epochs * examples / self.config.global_batch_size)
-        self.config = dataclasses.replace(self.config, train_steps=max(steps, 1))
-        self.experiment = dataclasses.replace(self.experiment, trainer=self.config)
-        logging.info("trainer.train_epochs=%g decides the step count: %g epochs of %d examples "
-                     "at batch %d = %d steps", self.config.train_epochs, self.config.train_epochs,
-                     examples, self.config.global_batch_size, self.config.train_steps)
-
     def _build(self):
         runtime, config = self.experiment.runtime, self.config
         # Before anything is built: a batch this cluster cannot split is one error line.
@@ -215,7 +192,7 @@ class Trainer:
         policy = runtime.mixed_precision
         logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
         with self.strategy.scope():
-            self.model = self.task.build_model(dtype=precision.model_dtype(policy))
+            self.model = self.task.build_model(dtype=model_dtype(policy))
             self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
             self.optimizer.build(self.model.trainable_variables)
             counter = dict(dtype=tf.int64, trainable=False,
