@@ -107,6 +107,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     from bert_tf.optional_imports import MissingDependencyError
     from bert_tf.training import (
         cluster_shape,
+        divergence,
         exit_codes,
         lost_workers,
         run_directory,
@@ -144,7 +145,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         # The batch does not split over this cluster: the command must change.
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (run_directory.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
+    except (run_directory.IncompatibleRunError, divergence.TrainingDivergedError, ValueError,
             FileNotFoundError, RuntimeError, MissingDependencyError) as e:
         logging.debug("training failed", exc_info=True)
         print(f"error: {e}", file=sys.stderr)

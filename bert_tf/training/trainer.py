@@ -1,28 +1,28 @@
-"""The trainer: strategy, loop, checkpoints, evaluation, summaries and faults.
+"""The trainer: builds a run's model, optimizer, input and checkpoint, and runs its loop.
 
 A custom loop rather than `Model.fit`: Keras 3's `fit` fails under
 `MultiWorkerMirroredStrategy`, and its `BackupAndRestore` restores neither
 the input position nor the mid-epoch step. The task supplies the math of
 one replica; `TrainStep` the distributed step; this module runs it:
 
+    resolve the experiment (`resolution`), then build the run's pieces (`_build`)
     restore model_dir's newest checkpoint, or start from --init_checkpoint
-    until train_steps:
-        run up to steps_per_loop steps in one tf.function call (the first loop
-        of a process reports progress after its first step, which traces)
-        log, write summaries; checkpoint / evaluate / profile on their steps
-        stop cleanly on SIGTERM (after a checkpoint)
-        roll back and stop after repeated non-finite steps
+    a run complete already: only its missed final evaluation (`_complete_run`)
+    record the run's files, run the evaluation it missed (`_catch_up`)
+    until train_steps, loop by loop (`_run_loops`):
+        run up to steps_per_loop steps in one tf.function call (`_run_loop`; the first
+        loop of a process reports progress after its first step, which traces)
+        at the loop's end (`_at_boundary`): roll back and stop after repeated non-finite
+        steps; checkpoint and evaluate on their steps; stop cleanly on SIGTERM
 """
 
 import contextlib
-import dataclasses
-import hashlib
+import functools
 import logging
 import os
 import re
 import time
 
-import numpy as np
 import tensorflow as tf
 import yaml
 
@@ -37,22 +37,23 @@ from bert_tf.training import (
     run_directory,
     strategies,
 )
-from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
-from bert_tf.training.heap_release import HeapRelease
-from bert_tf.training.inference import inference_fn
+from bert_tf.training.checkpointing import TrainingCheckpoint
+from bert_tf.training.divergence import DivergenceGuard
+from bert_tf.training.evaluation import Evaluator
+from bert_tf.training.loop_metrics import loop_metrics
+from bert_tf.training.loop_schedule import LoopSchedule
+from bert_tf.training.loop_state import LoopState
 from bert_tf.training.loss_scale import LossScale
 from bert_tf.training.optimizers import build_optimizer
 from bert_tf.training.precision import model_dtype
 from bert_tf.training.preemption import preemption_handler
+from bert_tf.training.profiler import ProfilerRange
 from bert_tf.training.progress import Progress
 from bert_tf.training.run_lock import RunLock
 from bert_tf.training.signals import StopOnSignal
 from bert_tf.training.summaries import SummaryWriters, drop_events_after
 from bert_tf.training.train_step import TrainStep
-
-
-class TrainingDivergedError(RuntimeError):
-    """Repeated non-finite steps: the run was rolled back and stopped."""
+from bert_tf.training.training_result import TrainingResult, weights_fingerprint
 
 
 class InputReadError(RuntimeError):
@@ -112,28 +113,6 @@ def _reads_now(path):
     return storage.isfile(path)
 
 
-@dataclasses.dataclass
-class TrainingResult:
-    """How a `Trainer.train` call ended."""
-
-    step: int
-    train_metrics: dict
-    eval_metrics: dict
-    # SHA-256 of the trainable weights: equal on every worker of a run.
-    weights_fingerprint: str = ""
-    stopped_by_signal: bool = False
-    # The run had reached train_steps before this call: nothing was trained.
-    already_complete: bool = False
-
-
-def weights_fingerprint(variables):
-    """SHA-256 over the bytes of `variables`, in order."""
-    digest = hashlib.sha256()
-    for variable in variables:
-        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
-    return digest.hexdigest()
-
-
 class Trainer:
     """Trains `task`'s model as `experiment` describes, in `model_dir`.
 
@@ -166,7 +145,7 @@ class Trainer:
         self.experiment = resolution.resolve_run(task, experiment, strategy, model_dir,
                                                  init_checkpoint, allow_data_change)
         self.config = self.experiment.trainer
-        self._predict = None
+        self.schedule = LoopSchedule(self.config)
         # Taken before anything is written into model_dir; only the chief writes it.
         self._lock = RunLock(model_dir) if self.chief else None
         try:
@@ -183,26 +162,14 @@ class Trainer:
     # -- setup ---------------------------------------------------------------
 
     def _build(self):
-        runtime, config = self.experiment.runtime, self.config
+        config = self.config
         # Before anything is built: a batch this cluster cannot split is one error line.
         shape = cluster_shape.ClusterShape.of(self.strategy, config.global_batch_size,
                                               config.input_distribution)
         cluster_shape.check_trainable(shape, config.gradient_accumulation_steps,
                                       *cluster_shape.newest_saved_shape(self.model_dir))
-        policy = runtime.mixed_precision
-        logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
-        with self.strategy.scope():
-            self.model = self.task.build_model(dtype=model_dtype(policy))
-            self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
-            self.optimizer.build(self.model.trainable_variables)
-            counter = dict(dtype=tf.int64, trainable=False,
-                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-            self.step = tf.Variable(0, name="global_step", **counter)
-            self.consecutive_nonfinite = tf.Variable(0, name="consecutive_nonfinite", **counter)
-            self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested",
-                                              aggregation=counter["aggregation"])
-            self.loss_scale = LossScale(enabled=policy == "mixed_float16")
-        jit_compile = runtime.jit_compile
+        self._build_variables()
+        jit_compile = self.experiment.runtime.jit_compile
         if jit_compile is None:
             jit_compile = strategies.default_jit_compile(self.strategy)
         self.train_step = TrainStep(
@@ -212,34 +179,39 @@ class Trainer:
             step=self.step, consecutive_nonfinite=self.consecutive_nonfinite,
             stop_requested=self.stop_requested,
             global_batches=config.input_distribution == "global")
-        batch = config.global_batch_size
-        self.iterator = self._input_iterator(
-            lambda context: self.task.train_dataset(context, batch))
+        iterate = functools.partial(strategies.worker_iterator, self.strategy,
+                                    config.input_distribution)
+        self.iterator = iterate(
+            lambda context: self.task.train_dataset(context, config.global_batch_size))
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
             fixed_shapes.check_fixed_shapes(self.iterator.element_spec,
                                             self.task.fixed_shape_settings())
-        self._eval_iterator = None
+        self.evaluator = Evaluator(self.task, self.model, self.train_step, self.strategy,
+                                   config, iterate)
         self.checkpoint = TrainingCheckpoint(
             self.model_dir, model=self.model, optimizer=self.optimizer, step=self.step,
             loss_scale=self.loss_scale, iterator=self.iterator, max_to_keep=config.max_to_keep,
             shape=shape, chief=self.chief, worker_index=strategies.worker_id(self.strategy),
             per_worker_input=self.multi_worker)
+        self.divergence = DivergenceGuard(self.checkpoint, self.step,
+                                          self.consecutive_nonfinite,
+                                          config.max_consecutive_nonfinite)
 
-    def _input_iterator(self, dataset_fn):
-        """A plain tf.data iterator over this worker's batches (see `input_distribution`).
-
-        Plain iterators are checkpointable on every strategy (TensorFlow's
-        multi-device distributed iterators are not); `TrainStep` hands their
-        batches to the replicas.
-        """
-        if self.config.input_distribution == "global":
-            return iter(dataset_fn(None))
-        local_replicas = strategies.local_replica_count(self.strategy)
-        context = tf.distribute.InputContext(
-            num_input_pipelines=self.strategy.num_replicas_in_sync // local_replicas,
-            input_pipeline_id=strategies.worker_id(self.strategy),
-            num_replicas_in_sync=self.strategy.num_replicas_in_sync)
-        return iter(dataset_fn(context))
+    def _build_variables(self):
+        """The model, its optimizer and the loop's counters, under the strategy's scope."""
+        policy = self.experiment.runtime.mixed_precision
+        logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
+        with self.strategy.scope():
+            self.model = self.task.build_model(dtype=model_dtype(policy))
+            self.optimizer = build_optimizer(self.experiment.optimizer, self.config.train_steps)
+            self.optimizer.build(self.model.trainable_variables)
+            counter = dict(dtype=tf.int64, trainable=False,
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.step = tf.Variable(0, name="global_step", **counter)
+            self.consecutive_nonfinite = tf.Variable(0, name="consecutive_nonfinite", **counter)
+            self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested",
+                                              aggregation=counter["aggregation"])
+            self.loss_scale = LossScale(enabled=policy == "mixed_float16")
 
     def _restore_or_initialize(self):
         restored = self._restored_from = self.checkpoint.restore_latest()
@@ -271,89 +243,11 @@ class Trainer:
         native.write_metadata(self.model, self.model_dir, self.task.tokenizer_contract(),
                               self.task.vocab_file, record=self.task.task_record())
 
-    # -- the loop --------------------------------------------------------------
-
-    def _next_boundary(self, step):
-        config = self.config
-        boundary = min(step + config.steps_per_loop, config.train_steps)
-        for every in (config.checkpoint_every, config.eval_every):
-            if every:
-                boundary = min(boundary, (step // every + 1) * every)
-        for profile_step in config.profile_steps:
-            if profile_step > step:
-                boundary = min(boundary, profile_step)
-        return boundary
-
-    def _train_metrics(self, sums, num_steps, seconds, untimed=None):
-        """The metrics of a loop's `num_steps` steps from their `sums`.
-
-        `seconds` times them all, or all but the first when `untimed` holds
-        that step's sums (the traced first step, left out of the throughput).
-        """
-        metrics = self.task.metrics(sums)
-        finite_steps = float(sums["finite_steps"])
-        timed, timed_steps = sums, num_steps
-        if untimed is not None:
-            timed = {key: sums[key] - untimed[key] for key in sums}
-            timed_steps -= 1
-        metrics.update({
-            "learning_rate": float(self.optimizer.learning_rate.numpy()),
-            "gradient_norm": float(sums["gradient_norm"]) / max(finite_steps, 1.0),
-            "loss_scale": float(self.loss_scale.scale.numpy()),
-            "skipped_steps": num_steps - finite_steps,
-            # Packed rows hold several examples: the task counts them.
-            "examples_per_second": float(timed["examples"]) / seconds,
-            "tokens_per_second": float(timed["tokens"]) / seconds,
-            "steps_per_second": timed_steps / seconds,
-        })
-        return metrics
-
-    def _eval_batches(self):
-        """A persistent iterator over the same `eval_steps` held-out batches, cached.
-
-        The first evaluation computes the batches; `repeat` then replays them
-        from the cache, so every evaluation sees exactly the same examples
-        and costs no input-pipeline work after the first.
-        """
-        if self._eval_iterator is None:
-            batch = self.config.eval_batch_size or self.config.global_batch_size
-            steps = self.config.eval_steps
-
-            def dataset_fn(context):
-                # One batch per replica of this worker per step, or one global batch.
-                per_step = strategies.local_replica_count(self.strategy) if context else 1
-                dataset = self.task.eval_dataset(context, batch)
-                return dataset.take(steps * per_step).cache().repeat()
-
-            self._eval_iterator = self._input_iterator(dataset_fn)
-        return self._eval_iterator
+    # -- evaluation and faults -------------------------------------------------
 
     def evaluate(self, writers=None):
-        """Evaluation metrics, logged and written to TensorBoard's `eval/`.
-
-        Tasks with host evaluation (`supports_evaluation`: fine-tuning) run
-        every evaluation example through the model on this host and compute
-        their official metric; tasks with held-out batches (`has_eval_data`:
-        pretraining) sum in-graph metrics over `eval_steps` of them (the
-        same batches every time).
-        """
-        if self.task.supports_evaluation:
-            batch = self.config.eval_batch_size or self.config.global_batch_size
-            if self._predict is None:
-                self._predict = inference_fn(self.model)
-            metrics = self.task.evaluate_model(self._predict, batch_size=batch)
-        elif self.task.has_eval_data:
-            sums = self.train_step.eval_loop(self._eval_batches(),
-                                             tf.constant(self.config.eval_steps))
-            metrics = self.task.metrics({k: v.numpy() for k, v in sums.items()})
-        else:
-            return {}
-        step = int(self.step.numpy())
-        logging.info("eval at step %d: %s", step,
-                     "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
-        if writers is not None:
-            writers.scalars(writers.eval, step, metrics)
-        return metrics
+        """The current step's evaluation metrics (`Evaluator`; {} for a task without)."""
+        return self.evaluator(int(self.step.numpy()), writers)
 
     @contextlib.contextmanager
     def _stop_on_read_error(self, what):
@@ -384,14 +278,6 @@ class Trainer:
         """`model_dir/eval_results.json`: the newest evaluation (what sweeps compare)."""
         if self.chief and metrics:
             run_directory.write_eval_results(self.model_dir, step, metrics)
-
-    def _roll_back(self, reason):
-        latest = self.checkpoint.restore_latest()
-        where = (f"rolled back to {latest} (step {int(self.step.numpy())})" if latest
-                 else "no checkpoint was written")
-        raise TrainingDivergedError(
-            f"{reason}; {where} and stopped. Lower optimizer.learning_rate, enable "
-            "gradient clipping (optimizer.clip_norm) or check the data.")
 
     def train(self):
         """Trains to `trainer.train_steps`; returns a `TrainingResult`."""
@@ -444,114 +330,123 @@ class Trainer:
 
     def _missed_evaluation(self, step):
         """True when the run stopped in the evaluation of `step`, after checkpointing it."""
-        config = self.config
-        at_eval_step = step == config.train_steps or (config.eval_every
-                                                       and step % config.eval_every == 0)
-        evaluates = self.task.supports_evaluation or self.task.has_eval_data
         # Workers of a multi-worker run need not see the chief's eval_results.json, and
         # must all evaluate or none.
-        return bool(step and at_eval_step and evaluates and not self.multi_worker
+        return bool(step and self.schedule.evaluates_at(step) and self.evaluator.evaluates
+                    and not self.multi_worker
                     and run_directory.last_evaluation(self.model_dir)[0] != step)
 
+    # -- the phases of `_train` -----------------------------------------------
+
     def _train(self):
-        config = self.config
+        """One attempt at `train`: restore, record the run, then loop to `train_steps`."""
         self._restore_or_initialize()
-        if int(self.step.numpy()) >= config.train_steps:
-            if self._missed_evaluation(int(self.step.numpy())):
-                writers = SummaryWriters(self.model_dir, self.chief)
-                try:
-                    self._evaluate_at(int(self.step.numpy()), writers)
-                finally:
-                    writers.close()
-            _, metrics = run_directory.last_evaluation(self.model_dir)
-            return TrainingResult(int(self.step.numpy()), {}, metrics, self._fingerprint(),
-                                  already_complete=True)
+        if int(self.step.numpy()) >= self.config.train_steps:
+            return self._complete_run()
         self._write_run_files()
         writers = SummaryWriters(self.model_dir, self.chief)
+        self._catch_up(writers)
+        loop = self._open_loop(writers)
+        try:
+            return self._run_loops(loop)
+        finally:
+            loop.close()
+
+    def _complete_run(self):
+        """The result of a run restored at `train_steps`: nothing to train.
+
+        Its final evaluation runs first if the run stopped in it.
+        """
+        step = int(self.step.numpy())
+        if self._missed_evaluation(step):
+            writers = SummaryWriters(self.model_dir, self.chief)
+            try:
+                self._evaluate_at(step, writers)
+            finally:
+                writers.close()
+        _, metrics = run_directory.last_evaluation(self.model_dir)
+        return TrainingResult(step, {}, metrics, self._fingerprint(), already_complete=True)
+
+    def _catch_up(self, writers):
+        """Shows a new run's config in TensorBoard; runs the evaluation a stopped run missed."""
         step = int(self.step.numpy())
         if step == 0:
             writers.config_text(0, yaml.safe_dump(config_lib.to_dict(self.experiment),
                                                   sort_keys=False))
         if self._missed_evaluation(step):
             self._evaluate_at(step, writers)
-        progress = Progress(step, config.train_steps, self.stream)
-        preemption = preemption_handler(self.strategy, self.checkpoint, self.step)
+
+    def _open_loop(self, writers):
+        """The `LoopState` of this call: progress, signal watch, preemption, profiler."""
+        progress = Progress(int(self.step.numpy()), self.config.train_steps, self.stream)
+        handler = preemption_handler(self.strategy, self.checkpoint, self.step)
         # Under TensorFlow's preemption handling that handler owns SIGTERM; this one then
         # only bounds the wait for a step boundary.
-        signals = StopOnSignal(None if preemption else self.stop_requested,
+        signals = StopOnSignal(None if handler else self.stop_requested,
                                latest_checkpoint=lambda: self.checkpoint.manager.latest_checkpoint)
-        train_metrics, eval_metrics = {}, {}
+        profiler = ProfilerRange(self.config.profile_steps, writers.train_dir, self.chief)
+        return LoopState(writers, progress, signals, handler, profiler)
+
+    def _run_loops(self, loop):
+        """Trains loop by loop to `train_steps`, or until a signal stops the run."""
+        step = int(self.step.numpy())
+        while step < self.config.train_steps:
+            step = self._run_loop(step, loop)
+            if self._at_boundary(step, loop):
+                logging.warning("stopped by %s at step %d after saving; run the same "
+                                "command to resume", loop.signals.received or "SIGTERM", step)
+                return TrainingResult(step, loop.train_metrics, loop.eval_metrics,
+                                      self._fingerprint(), stopped_by_signal=True)
+        return TrainingResult(step, loop.train_metrics, loop.eval_metrics, self._fingerprint())
+
+    def _run_loop(self, step, loop):
+        """Runs the loop after `step`, logs and records its metrics; returns the step reached."""
+        boundary = self.schedule.next_boundary(step)
+        loop.profiler.loop_starts(step)
+        start = time.monotonic()
+        untimed = None
+        if loop.first_loop:
+            loop.first_loop, loop.reported_step = False, step + 1
+            sums, untimed, start = self._first_loop(step, boundary, loop.progress,
+                                                    loop.preemption, loop.signals)
+        else:
+            sums = self._run_steps(boundary - step, loop.preemption, loop.signals)
+        seconds = max(time.monotonic() - start, 1e-9)
+        # Fewer than planned when a stop was requested inside the loop.
+        num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
+        loop.profiler.loop_ended(step)
+        loop.train_metrics = loop_metrics(
+            self.task.metrics(sums), sums, num_steps, seconds,
+            float(self.optimizer.learning_rate.numpy()), float(self.loss_scale.scale.numpy()),
+            untimed)
+        loop.writers.scalars(loop.writers.train, step, loop.train_metrics)
+        if step != loop.reported_step:  # a one-step first loop was reported already
+            loop.progress.update(step, loop.train_metrics,
+                                 loop.train_metrics["examples_per_second"])
+        return step
+
+    def _at_boundary(self, step, loop):
+        """Checkpoints and evaluates as `step` asks; returns whether a signal stops the run."""
+        failures = self.divergence.check(step)
+        stop = bool(self.stop_requested.numpy())
+        evaluates = self.schedule.evaluates_at(step)
+        if self.schedule.checkpoints_at(step) or evaluates or stop:
+            self.divergence.save(step, failures)
+        if evaluates:
+            self._evaluate_in_loop(step, loop)
         # Freed heap memory goes back to the OS each loop (at most every 10 s) and
         # after each checkpoint and evaluation: see `heap_release`.
-        release_heap = HeapRelease()
-        profiling = False
-        first_loop, reported, first_evaluation = True, None, True
-        try:
-            while step < config.train_steps:
-                boundary = self._next_boundary(step)
-                if config.profile_steps and step == config.profile_steps[0] and self.chief:
-                    tf.profiler.experimental.start(writers.train_dir)
-                    profiling = True
-                start = time.monotonic()
-                untimed = None
-                if first_loop:
-                    first_loop, reported = False, step + 1
-                    sums, untimed, start = self._first_loop(step, boundary, progress,
-                                                            preemption, signals)
-                else:
-                    sums = self._run_steps(boundary - step, preemption, signals)
-                seconds = max(time.monotonic() - start, 1e-9)
-                # Fewer than planned when a stop was requested inside the loop.
-                num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
-                if profiling and step >= config.profile_steps[1]:
-                    tf.profiler.experimental.stop()
-                    profiling = False
-                train_metrics = self._train_metrics(sums, num_steps, seconds, untimed)
-                writers.scalars(writers.train, step, train_metrics)
-                if step != reported:  # a one-step first loop was reported already
-                    progress.update(step, train_metrics, train_metrics["examples_per_second"])
+        loop.release_heap(force=evaluates or self.schedule.checkpoints_at(step))
+        if loop.preemption:
+            loop.preemption.save_checkpoint_if_preempted(checkpoint_number=step)
+        return stop
 
-                failures = int(self.consecutive_nonfinite.numpy())
-                if failures >= config.max_consecutive_nonfinite:
-                    self._roll_back(f"{failures} consecutive steps up to step {step} had a "
-                                    "non-finite loss or gradients (their updates were skipped)")
-                stop = bool(self.stop_requested.numpy())
-                at_eval_step = config.eval_every and step % config.eval_every == 0
-                # An evaluation that fails must not cost the steps before it.
-                at_eval_step = at_eval_step or step == config.train_steps
-                if step % config.checkpoint_every == 0 or at_eval_step or stop:
-                    if failures:
-                        # The newest step was skipped as non-finite: these weights
-                        # are not known to be good, so keep the last checkpoint.
-                        logging.warning("not checkpointing step %d: the last %d step(s) had "
-                                        "a non-finite loss or gradients", step, failures)
-                    else:
-                        try:
-                            self.checkpoint.save()
-                        except NonFiniteWeightsError as e:
-                            self._roll_back(str(e))
-                if at_eval_step:
-                    if first_evaluation and (self.task.supports_evaluation
-                                             or self.task.has_eval_data):
-                        first_evaluation = False
-                        logging.info("step %d: evaluating (the first evaluation traces the "
-                                     "model's evaluation step)", step)
-                    eval_metrics = self._evaluate_at(step, writers) or eval_metrics
-                release_heap(force=at_eval_step or step % config.checkpoint_every == 0)
-                if preemption:
-                    preemption.save_checkpoint_if_preempted(checkpoint_number=step)
-                if stop:
-                    logging.warning("stopped by %s at step %d after saving; run the same "
-                                    "command to resume", signals.received or "SIGTERM", step)
-                    return TrainingResult(step, train_metrics, eval_metrics,
-                                          self._fingerprint(), stopped_by_signal=True)
-        finally:
-            progress.finish()
-            if profiling:
-                tf.profiler.experimental.stop()
-            signals.close()
-            writers.close()
-        return TrainingResult(step, train_metrics, eval_metrics, self._fingerprint())
+    def _evaluate_in_loop(self, step, loop):
+        if not loop.evaluated and self.evaluator.evaluates:
+            loop.evaluated = True
+            logging.info("step %d: evaluating (the first evaluation traces the model's "
+                         "evaluation step)", step)
+        loop.eval_metrics = self._evaluate_at(step, loop.writers) or loop.eval_metrics
 
     def _run_steps(self, num_steps, preemption, signals):
         """Runs `num_steps` steps in one `train_loop` call; returns the metric sums as numpy.
