@@ -17,7 +17,6 @@ one replica; `TrainStep` the distributed step; this module runs it:
 """
 
 import contextlib
-import functools
 import logging
 import os
 import re
@@ -179,15 +178,14 @@ class Trainer:
             step=self.step, consecutive_nonfinite=self.consecutive_nonfinite,
             stop_requested=self.stop_requested,
             global_batches=config.input_distribution == "global")
-        iterate = functools.partial(strategies.worker_iterator, self.strategy,
-                                    config.input_distribution)
-        self.iterator = iterate(
-            lambda context: self.task.train_dataset(context, config.global_batch_size))
+        batch = config.global_batch_size
+        self.iterator = self._input_iterator(
+            lambda context: self.task.train_dataset(context, batch))
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
             fixed_shapes.check_fixed_shapes(self.iterator.element_spec,
                                             self.task.fixed_shape_settings())
         self.evaluator = Evaluator(self.task, self.model, self.train_step, self.strategy,
-                                   config, iterate)
+                                   config, self._input_iterator)
         self.checkpoint = TrainingCheckpoint(
             self.model_dir, model=self.model, optimizer=self.optimizer, step=self.step,
             loss_scale=self.loss_scale, iterator=self.iterator, max_to_keep=config.max_to_keep,
@@ -212,6 +210,11 @@ class Trainer:
             self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested",
                                               aggregation=counter["aggregation"])
             self.loss_scale = LossScale(enabled=policy == "mixed_float16")
+
+    def _input_iterator(self, dataset_fn):
+        """A plain tf.data iterator over this worker's batches (`strategies.worker_iterator`)."""
+        return strategies.worker_iterator(self.strategy, self.config.input_distribution,
+                                          dataset_fn)
 
     def _restore_or_initialize(self):
         restored = self._restored_from = self.checkpoint.restore_latest()
