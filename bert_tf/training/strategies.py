@@ -163,7 +163,6 @@ def local_replica_count(strategy):
         return 1
 
 
-
 def worker_iterator(strategy, input_distribution, dataset_fn):
     """A plain tf.data iterator over this worker's batches.
 
