@@ -222,6 +222,7 @@ def test_training_and_evaluation_resolve_auto_to_the_same_policy(
     assert built == [precision.model_dtype(policy)] * 2
 
 
+@pytest.mark.slow
 def test_the_experiment_is_resolved_once_then_validated_then_checked_against_the_run(
         registered, vocab_file, tmp_path, monkeypatch, capsys):
     # `auto` on a CPU with native bf16, whatever this machine has; 1 epoch of 32 examples.
