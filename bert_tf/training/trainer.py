@@ -246,7 +246,7 @@ class Trainer:
         native.write_metadata(self.model, self.model_dir, self.task.tokenizer_contract(),
                               self.task.vocab_file, record=self.task.task_record())
 
-    # -- evaluation and faults -------------------------------------------------
+    # -- training, evaluation and their faults ---------------------------------
 
     def evaluate(self, writers=None):
         """The current step's evaluation metrics (`Evaluator`; {} for a task without)."""
