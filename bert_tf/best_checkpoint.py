@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from bert_tf import storage
 from bert_tf.checkpoints import native
-from bert_tf.training.trainer import PARAMS_FILE
+from bert_tf.training.run_directory import PARAMS_FILE
 
 BEST_DIR = "best"
 RECORD_FILE = "best.json"

@@ -151,17 +151,28 @@ def to_dict(config):
     return plain(config)
 
 
+def _parse_override(override, source):
+    """`(key parts, value)` of one `a.b=value` override, its value parsed as YAML."""
+    if "=" not in override:
+        raise ConfigError(f"{source}: override {override!r} must look like key.path=value")
+    key, raw = override.split("=", 1)
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"{source}: the value of override {override!r} is not valid YAML "
+                          f"({reason})") from None
+    return key.strip().split("."), value
+
+
 def apply_overrides(config, overrides, source="--set"):
     """A copy of `config` with `a.b=value` overrides applied (values parsed as YAML)."""
     values = to_dict(config)
     for override in overrides:
-        if "=" not in override:
-            raise ConfigError(f"{source}: override {override!r} must look like key.path=value")
-        key, raw = override.split("=", 1)
+        parts, value = _parse_override(override, source)
         node = values
         # The config object at the depth of `node`: its class knows the retired keys.
         config_node = config
-        parts = key.strip().split(".")
         for depth, part in enumerate(parts):
             if not isinstance(node, dict) or part not in node:
                 section = "".join(f"{name}." for name in parts[:depth])
@@ -174,11 +185,35 @@ def apply_overrides(config, overrides, source="--set"):
                     f"{source}: unknown key {'.'.join(parts[:depth + 1])!r} in override "
                     f"{override!r}{hint}")
             if depth == len(parts) - 1:
-                node[part] = yaml.safe_load(raw)
+                node[part] = value
             else:
                 node = node[part]
                 config_node = getattr(config_node, part, None)
     return from_dict(type(config), values, source)
+
+
+def override_keys(overrides, source="--set") -> frozenset[str]:
+    """The dotted keys that `overrides` set, parsed as `apply_overrides` parses them.
+
+    A mapping value sets its own key and every key under it:
+    `trainer={train_steps: 3}` sets `trainer` and `trainer.train_steps`.
+
+    Args:
+      overrides: `a.b=value` strings.
+      source: named in errors.
+    """
+    keys = set()
+
+    def add(key, value):
+        keys.add(key)
+        if isinstance(value, dict):
+            for name, inner in value.items():
+                add(f"{key}.{name}", inner)
+
+    for override in overrides:
+        parts, value = _parse_override(override, source)
+        add(".".join(parts), value)
+    return frozenset(keys)
 
 
 def load_yaml(path):

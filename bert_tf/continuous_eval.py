@@ -45,8 +45,8 @@ from bert_tf.best_checkpoint import MODES, BestCheckpoint
 from bert_tf.checkpoints import assign, native, readable, weight_map
 from bert_tf.training.checkpointing import CHECKPOINT_NAME
 from bert_tf.training.inference import inference_fn
+from bert_tf.training.run_directory import PARAMS_FILE
 from bert_tf.training.summaries import SummaryWriters
-from bert_tf.training.trainer import PARAMS_FILE
 
 HISTORY_FILE = "eval_history.jsonl"
 # The trainer's evaluation summaries go there too (`SummaryWriters.eval_dir`).

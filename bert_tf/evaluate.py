@@ -67,7 +67,7 @@ def load_task(model_dir, overrides=()):
       ValueError: the run's task has no host evaluation (e.g. pretraining).
     """
     from bert_tf import tasks
-    from bert_tf.training.trainer import PARAMS_FILE
+    from bert_tf.training.run_directory import PARAMS_FILE
 
     if not storage.isdir(model_dir):
         raise FileNotFoundError(f"model directory {model_dir} does not exist")

@@ -24,9 +24,8 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 
-import yaml
-
 from bert_tf import console, path_args, storage
+from bert_tf.training import run_directory
 
 
 def parse_args(argv):
@@ -55,21 +54,6 @@ def _numbers(text, flag, kind):
 
 def run_name(learning_rate, epochs):
     return f"lr{learning_rate:g}_epochs{epochs:g}"
-
-
-def finished_results(run_dir):
-    """The run's final `eval_results.json` when it reached its last step, else None."""
-    from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
-
-    results_path = os.path.join(run_dir, EVAL_RESULTS_FILE)
-    params_path = os.path.join(run_dir, PARAMS_FILE)
-    if not (storage.isfile(results_path) and storage.isfile(params_path)):
-        return None
-    with storage.open(params_path) as f:
-        train_steps = yaml.safe_load(f)["trainer"]["train_steps"]
-    with storage.open(results_path) as f:
-        results = json.load(f)
-    return results if results["step"] == train_steps else None
 
 
 def train_in_subprocess(argv: Sequence[str]) -> int:
@@ -110,7 +94,7 @@ def sweep(config: str, init_checkpoint: str, model_dir: str, learning_rates: Seq
         for epoch_count in epochs:
             name = run_name(learning_rate, epoch_count)
             run_dir = os.path.join(model_dir, name)
-            results = finished_results(run_dir)
+            results = run_directory.finished_results(run_dir)
             if results is None:
                 argv = ["--config", config, "--model_dir", run_dir,
                         "--init_checkpoint", init_checkpoint,
@@ -123,7 +107,7 @@ def sweep(config: str, init_checkpoint: str, model_dir: str, learning_rates: Seq
                 if code != 0:
                     raise RuntimeError(f"run {name} failed with exit code {code}; "
                                        "run the same command to resume it")
-                results = finished_results(run_dir)
+                results = run_directory.finished_results(run_dir)
                 if results is None:
                     raise RuntimeError(f"run {name} finished without evaluation results "
                                        f"in {run_dir}")

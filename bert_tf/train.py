@@ -105,7 +105,16 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     import tensorflow as tf
 
     from bert_tf.optional_imports import MissingDependencyError
-    from bert_tf.training import checkpointing, cluster_shape, lost_workers, strategies, trainer
+    from bert_tf.training import (
+        checkpointing,
+        cluster_shape,
+        divergence,
+        exit_codes,
+        lost_workers,
+        run_directory,
+        strategies,
+        trainer,
+    )
 
     runtime = experiment.runtime
     if runtime.logical_cpu_devices > 1:
@@ -115,29 +124,29 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
     keras.utils.set_random_seed(runtime.seed)
     task = task_class(experiment)
     try:
-        # Fine-tuning takes the encoder and vocabulary from the checkpoint.
-        experiment = task.resolve(init_checkpoint, model_dir)
-        trainer.check_resumable(model_dir, experiment, task, allow_data_change)
         strategy = strategies.create_strategy(runtime.strategy, runtime.tpu,
                                               runtime.logical_cpu_devices,
                                               runtime.worker_timeout_seconds)
-        run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint)
+        # Resolves the experiment (fine-tuning takes the encoder and vocabulary from the
+        # checkpoint), validates it and checks model_dir's run before building anything.
+        run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint,
+                                      allow_data_change=allow_data_change)
         result = run_trainer.train()
     except lost_workers.LostWorkerError as e:
         logging.debug("a worker was lost", exc_info=True)
-        print(f"error: {e} (exit code {trainer.LOST_WORKER_EXIT_CODE})", file=sys.stderr)
+        print(f"error: {e} (exit code {exit_codes.LOST_WORKER_EXIT_CODE})", file=sys.stderr)
         # TensorFlow's teardown then waits seconds on the lost worker; nothing is left to
         # write (checkpoint and summaries are closed), so leave now, as the preemption exit
         # does, and the bound on stopping stays the heartbeat timeout.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(trainer.LOST_WORKER_EXIT_CODE)
+        os._exit(exit_codes.LOST_WORKER_EXIT_CODE)
     except cluster_shape.ShapeError as e:
         # The batch does not split over this cluster: the command must change.
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (trainer.IncompatibleRunError, trainer.TrainingDivergedError, ValueError,
+    except (run_directory.IncompatibleRunError, divergence.TrainingDivergedError, ValueError,
             FileNotFoundError, RuntimeError, MissingDependencyError) as e:
         logging.debug("training failed", exc_info=True)
         print(f"error: {e}", file=sys.stderr)

@@ -64,6 +64,19 @@ def test_unknown_keys_and_wrong_types_name_the_key(tmp_path):
         config.load_config(Experiment, None, ["encoder.num_heads=5"])
 
 
+def test_an_override_whose_value_is_not_yaml_is_a_config_error_naming_it():
+    with pytest.raises(config.ConfigError, match=r"--set: the value of override "
+                                                 r"'train_files=\[a' is not valid YAML"):
+        config.load_config(Experiment, None, ["train_files=[a"])
+
+
+def test_override_keys_are_the_parsed_keys_with_every_key_a_mapping_sets():
+    keys = config.override_keys([" optimizer.warmup_steps = 3", "encoder={num_layers: 2}",
+                                 "train_files=[a=b.txt]"])
+    assert keys == {"optimizer.warmup_steps", "encoder", "encoder.num_layers", "train_files"}
+    with pytest.raises(config.ConfigError, match="must look like key.path=value"):
+        config.override_keys(["optimizer.name"])
+
 def test_yaml_is_read_safely(tmp_path):
     path = _write(tmp_path, "init_checkpoint: !!python/object/apply:os.system ['echo pwned']\n")
     with pytest.raises(config.ConfigError, match="not valid YAML"):

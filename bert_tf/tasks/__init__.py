@@ -10,11 +10,11 @@ imported when first named; `register_task` adds another.
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from bert_tf import config as config_lib
 from bert_tf import packaged_configs
 from bert_tf.registry import Registry
+from bert_tf.training import resolution
 
 
 def _check_task_class(task_class) -> None:
@@ -81,7 +81,11 @@ def task_class(name: str) -> type:
 
 
 def load_experiment(path: str, overrides=()):
-    """(task class, resolved experiment config) from a YAML file plus `a.b=c` overrides.
+    """(task class, experiment config) from a YAML file plus `a.b=c` overrides.
+
+    A `trainer.train_steps` the overrides set replaces the file's epochs
+    (`resolution.explicit_steps_win`); the trainer resolves the rest before
+    it builds anything (`resolution.resolve_run`).
 
     Args:
       path: a YAML file or a packaged preset name (`finetune/glue_mrpc`).
@@ -103,21 +107,5 @@ def load_experiment(path: str, overrides=()):
     experiment = config_lib.load_config(cls.config_class, path, overrides)
     if experiment.task != name:
         raise config_lib.ConfigError(f"--set cannot change the task ({name!r} in {path})")
-    return cls, _explicit_steps_win(experiment, overrides, path)
-
-
-def _explicit_steps_win(experiment, overrides, path):
-    """`--set trainer.train_steps=N` decides the step count over the file's `train_epochs`.
-
-    Fine-tuning configs set `train_epochs` (the trainer turns it into steps); a
-    step count given on the command line is the more explicit wish.
-    """
-    keys = {override.split("=", 1)[0].strip() for override in overrides}
-    trainer = experiment.trainer
-    if ("trainer.train_steps" in keys and "trainer.train_epochs" not in keys
-            and trainer.train_epochs):
-        logging.info("--set trainer.train_steps=%d replaces trainer.train_epochs=%g of %s",
-                     trainer.train_steps, trainer.train_epochs, path)
-        trainer = dataclasses.replace(trainer, train_epochs=0.0)
-        experiment = dataclasses.replace(experiment, trainer=trainer)
-    return experiment
+    return cls, resolution.explicit_steps_win(experiment, config_lib.override_keys(overrides),
+                                              path)

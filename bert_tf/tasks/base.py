@@ -9,8 +9,11 @@ no task module.
 Life of a task in `python -m bert_tf.train`:
 
     task = TaskClass(experiment)
+    # `bert_tf.training.resolution.resolve_run`, before anything is built:
     task.resolve(init_checkpoint, model_dir)  # fill what the config leaves open
     task.validate()                           # eager checks; fixes the tokenizer contract
+    task.num_train_examples                   # the epoch size, for trainer.train_epochs
+    task.experiment = the final experiment    # the trainer's, the one params.yaml records
     model = task.build_model(dtype)           # under the strategy's scope
     task.initialize(model, init_checkpoint)   # a fresh run only
     task.train_dataset(...) -> TrainStep(task.loss_denominators, task.compute_loss)
@@ -131,6 +134,11 @@ class Task(abc.ABC):
 
     `validate` must record the tokenizer contract of the run's vocabulary
     in `self._tokenizer_contract` (usually `check_data_fits_encoder(...)`).
+
+    `self.experiment` is the run's experiment. The trainer replaces it by the
+    final one (precision chosen, step count decided) before it builds anything,
+    so a task reads its sections from `self.experiment` when it needs them
+    rather than keeping copies made in `__init__`.
 
     Args:
       experiment: an instance of `config_class`.

@@ -178,10 +178,13 @@ class PretrainingTask(Task):
     EVALUATION_DATA_FIELDS = (Task.EVALUATION_DATA_FIELDS | frozenset(EVAL_SETTING_FIELDS)
                               | {"eval_seed"})
 
-    def __init__(self, experiment):
-        super().__init__(experiment)
-        self.model_config = experiment.model
-        self.data = experiment.data
+    @property
+    def model_config(self):
+        return self.experiment.model
+
+    @property
+    def data(self):
+        return self.experiment.data
 
     # -- checks and metadata -------------------------------------------------
 

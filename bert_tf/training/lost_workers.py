@@ -146,3 +146,23 @@ def lost_tasks(error: BaseException, cluster_spec: tf.train.ClusterSpec,
         if lost not in tasks:
             tasks.append(lost)
     return (tasks, how) if tasks else None
+
+
+def lost_worker_error(error: BaseException, strategy: tf.distribute.Strategy,
+                      latest_checkpoint: str | None) -> LostWorkerError | None:
+    """The `LostWorkerError` to stop with when `error` says a worker is gone, else None.
+
+    Args:
+      error: what the train step, an evaluation or a save raised.
+      strategy: the run's strategy (only multi-worker runs lose workers).
+      latest_checkpoint: the run's newest checkpoint (`.../ckpt-<step>`), or None.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return None
+    resolver = strategy.cluster_resolver
+    found = lost_tasks(error, resolver.cluster_spec(), (resolver.task_type, resolver.task_id))
+    if found is None:
+        return None
+    # Checkpoints are numbered by their step (`TrainingCheckpoint.save`).
+    step = int(latest_checkpoint.rsplit("-", 1)[1]) if latest_checkpoint else None
+    return LostWorkerError(found[0], latest_checkpoint, step, found[1])

@@ -161,3 +161,26 @@ def local_replica_count(strategy):
         return len(strategy.extended.worker_devices)
     except RuntimeError:
         return 1
+
+
+def worker_iterator(strategy, input_distribution, dataset_fn):
+    """A plain tf.data iterator over this worker's batches.
+
+    Plain iterators are checkpointable on every strategy (TensorFlow's
+    multi-device distributed iterators are not); `TrainStep` hands their
+    batches to the replicas.
+
+    Args:
+      strategy: the run's strategy.
+      input_distribution: `trainer.input_distribution`: "per_worker" (one
+        pipeline per worker, each on its own share) or "global" (every worker
+        runs the single-process pipeline).
+      dataset_fn: `InputContext or None -> tf.data.Dataset` (None: "global").
+    """
+    if input_distribution == "global":
+        return iter(dataset_fn(None))
+    local_replicas = local_replica_count(strategy)
+    return iter(dataset_fn(tf.distribute.InputContext(
+        num_input_pipelines=strategy.num_replicas_in_sync // local_replicas,
+        input_pipeline_id=worker_id(strategy),
+        num_replicas_in_sync=strategy.num_replicas_in_sync)))

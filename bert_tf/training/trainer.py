@@ -1,128 +1,56 @@
-"""The trainer: strategy, loop, checkpoints, evaluation, summaries and faults.
+"""The trainer: builds a run's model, optimizer, input and checkpoint, and runs its loop.
 
 A custom loop rather than `Model.fit`: Keras 3's `fit` fails under
 `MultiWorkerMirroredStrategy`, and its `BackupAndRestore` restores neither
 the input position nor the mid-epoch step. The task supplies the math of
 one replica; `TrainStep` the distributed step; this module runs it:
 
+    resolve the experiment (`resolution`), then build the run's pieces (`_build`)
     restore model_dir's newest checkpoint, or start from --init_checkpoint
-    until train_steps:
-        run up to steps_per_loop steps in one tf.function call (the first loop
-        of a process reports progress after its first step, which traces)
-        log, write summaries; checkpoint / evaluate / profile on their steps
-        stop cleanly on SIGTERM (after a checkpoint)
-        roll back and stop after repeated non-finite steps
+    a run complete already: only its missed final evaluation (`_complete_run`)
+    record the run's files, run the evaluation it missed (`_catch_up`)
+    until train_steps, loop by loop (`_run_loops`):
+        run up to steps_per_loop steps in one tf.function call (`_run_loop`; the first
+        loop of a process reports progress after its first step, which traces)
+        at the loop's end (`_at_boundary`): roll back and stop after repeated non-finite
+        steps; checkpoint and evaluate on their steps; stop cleanly on SIGTERM
 """
 
 import contextlib
-import dataclasses
-import hashlib
-import json
 import logging
-import math
-import os
 import time
 
-import numpy as np
 import tensorflow as tf
 import yaml
 
 from bert_tf import config as config_lib
-from bert_tf import storage
-from bert_tf.checkpoints import native, readable
+from bert_tf.checkpoints import native
 from bert_tf.training import (
     cluster_shape,
     fixed_shapes,
     input_faults,
     lost_workers,
-    precision,
+    resolution,
+    run_directory,
     strategies,
 )
-from bert_tf.training.checkpointing import NonFiniteWeightsError, TrainingCheckpoint
-from bert_tf.training.heap_release import HeapRelease
-from bert_tf.training.inference import inference_fn
+from bert_tf.training.checkpointing import TrainingCheckpoint
+from bert_tf.training.divergence import DivergenceGuard
+from bert_tf.training.evaluation import Evaluator
+from bert_tf.training.loop_metrics import loop_metrics
+from bert_tf.training.loop_schedule import LoopSchedule
+from bert_tf.training.loop_state import LoopState
 from bert_tf.training.loss_scale import LossScale
 from bert_tf.training.optimizers import build_optimizer
+from bert_tf.training.precision import model_dtype
+from bert_tf.training.preemption import preemption_handler
+from bert_tf.training.profiler import ProfilerRange
 from bert_tf.training.progress import Progress
 from bert_tf.training.run_lock import RunLock
 from bert_tf.training.signals import StopOnSignal
 from bert_tf.training.summaries import SummaryWriters, drop_events_after
 from bert_tf.training.train_step import TrainStep
-
-PARAMS_FILE = "params.yaml"
-EVAL_RESULTS_FILE = "eval_results.json"
-# Exit code after a multi-worker preemption save (TensorFlow's convention).
-PREEMPTION_EXIT_CODE = 42
-# Exit code of the survivors when a worker of a multi-worker run disappeared without
-# warning (sysexits' EX_TEMPFAIL): restart every worker; the run resumes from its last
-# checkpoint. Both codes tell a cluster manager "restart the job", unlike 1 and 2.
-LOST_WORKER_EXIT_CODE = 75
-
-
-class TrainingDivergedError(RuntimeError):
-    """Repeated non-finite steps: the run was rolled back and stopped."""
-
-
-class IncompatibleRunError(ValueError):
-    """`model_dir` holds a run whose model differs from the config."""
-
-
-@dataclasses.dataclass
-class TrainingResult:
-    """How a `Trainer.train` call ended."""
-
-    step: int
-    train_metrics: dict
-    eval_metrics: dict
-    # SHA-256 of the trainable weights: equal on every worker of a run.
-    weights_fingerprint: str = ""
-    stopped_by_signal: bool = False
-    # The run had reached train_steps before this call: nothing was trained.
-    already_complete: bool = False
-
-
-def weights_fingerprint(variables):
-    """SHA-256 over the bytes of `variables`, in order."""
-    digest = hashlib.sha256()
-    for variable in variables:
-        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
-    return digest.hexdigest()
-
-
-def _listed(differences):
-    return "; ".join(f"{key}: {old!r} in the run, {new!r} in this config"
-                     for key, (old, new) in differences.items())
-
-
-def check_resumable(model_dir, experiment, task, allow_data_change=False):
-    """Raises `IncompatibleRunError` when `model_dir`'s run cannot resume as `experiment`.
-
-    Args:
-      model_dir: the run directory (nothing is checked before its first checkpoint).
-      experiment: the resolved experiment about to run.
-      task: its `Task`; `model_differences` and `input_differences` say what differs.
-      allow_data_change: accept settings that change which training batches come
-        next (the resumed run then no longer matches an uninterrupted one).
-    """
-    path = os.path.join(model_dir, PARAMS_FILE)
-    if not (storage.exists(path) and readable.listed_checkpoints(model_dir)):
-        return
-    previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
-    differences = task.model_differences(previous.model, experiment.model)
-    if differences:
-        raise IncompatibleRunError(
-            f"{model_dir} holds a run with another model ({_listed(differences)}). Resume it "
-            f"with its own config ({path}), or start a new --model_dir (with --init_checkpoint "
-            f"{model_dir} to start from its weights).")
-    differences = task.input_differences(previous, experiment)
-    if differences and not allow_data_change:
-        raise IncompatibleRunError(
-            f"resuming {model_dir} with other training data ({_listed(differences)}) would "
-            "not continue the run it holds; use its settings (see its params.yaml), start a "
-            "new --model_dir, or pass --allow_data_change to resume anyway")
-    if differences:
-        logging.warning("resuming with other training data (--allow_data_change): %s",
-                        _listed(differences))
+from bert_tf.training.training_result import TrainingResult, weights_fingerprint
 
 
 class Trainer:
@@ -130,31 +58,34 @@ class Trainer:
 
     Args:
       task: a `bert_tf.tasks.base.Task`; the trainer uses nothing else of it.
-      experiment: the task's resolved experiment config.
+      experiment: the task's experiment as loaded; resolved first
+        (`resolution.resolve_run`), after which `self.experiment` is
+        `task.experiment`, the run's final experiment.
       model_dir: checkpoints, `params.yaml`, `bert_tf_model.json` and the
         TensorBoard logs (`train/`, `eval/`) go here.
       strategy: a `tf.distribute.Strategy` (see `strategies.create_strategy`).
       init_checkpoint: weights to start from when `model_dir` has no checkpoint.
       stream: where the progress bar goes (default stdout).
+      allow_data_change: resume although the training data or batching
+        settings differ from the run's `params.yaml`.
     """
 
-    def __init__(self, task, experiment, model_dir, strategy, init_checkpoint=None, stream=None):
+    def __init__(self, task, experiment, model_dir, strategy, init_checkpoint=None, stream=None,
+                 allow_data_change=False):
         self.task = task
-        self.experiment = experiment
-        self.config = experiment.trainer
         self.model_dir = model_dir
         self.strategy = strategy
         self.init_checkpoint = init_checkpoint
         self.stream = stream
         self.chief = strategies.is_chief(strategy)
         self.multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        task.validate()
-        self._resolve_precision()
-        if self.config.train_epochs:
-            self._steps_from_epochs()
-        else:
-            logging.info("trainer.train_steps=%d decides the step count", self.config.train_steps)
-        self._predict = None
+        # The policy of the run this one may resume (read before params.yaml is rewritten):
+        # a run that moves into float16 starts its loss scale over.
+        self._previous_precision = run_directory.recorded_precision(model_dir)
+        self.experiment = resolution.resolve_run(task, experiment, strategy, model_dir,
+                                                 init_checkpoint, allow_data_change)
+        self.config = self.experiment.trainer
+        self.schedule = LoopSchedule(self.config)
         # Taken before anything is written into model_dir; only the chief writes it.
         self._lock = RunLock(model_dir) if self.chief else None
         try:
@@ -170,55 +101,15 @@ class Trainer:
 
     # -- setup ---------------------------------------------------------------
 
-    def _resolve_precision(self):
-        """Replaces `runtime.mixed_precision: auto` by the policy it chose here.
-
-        params.yaml records the choice; a resumed run chooses again, so a run
-        moved to other hardware computes in what is fastest there (the weights
-        and optimizer slots are float32 under every policy). The previous run's
-        policy is kept: a run that moves into float16 starts its loss scale over.
-        """
-        path = os.path.join(self.model_dir, PARAMS_FILE)
-        # The policy of the run this one may resume (read before params.yaml is rewritten).
-        self._previous_precision = (config_lib.load_yaml(path).get("runtime", {}).get(
-            "mixed_precision") if storage.isfile(path) else None)
-        self.experiment = precision.resolve_experiment(self.experiment, self.strategy)
-
-    def _steps_from_epochs(self):
-        """Sets `trainer.train_steps` from `trainer.train_epochs` and the task's data size."""
-        examples = self.task.num_train_examples
-        if examples is None:
-            raise ValueError(
-                f"trainer.train_epochs={self.config.train_epochs:g} needs an epoch size, but "
-                f"the {self.task.name!r} task streams its data: set trainer.train_steps instead")
-        steps = math.ceil(self.config.train_epochs * examples / self.config.global_batch_size)
-        self.config = dataclasses.replace(self.config, train_steps=max(steps, 1))
-        self.experiment = dataclasses.replace(self.experiment, trainer=self.config)
-        logging.info("trainer.train_epochs=%g decides the step count: %g epochs of %d examples "
-                     "at batch %d = %d steps", self.config.train_epochs, self.config.train_epochs,
-                     examples, self.config.global_batch_size, self.config.train_steps)
-
     def _build(self):
-        runtime, config = self.experiment.runtime, self.config
+        config = self.config
         # Before anything is built: a batch this cluster cannot split is one error line.
         shape = cluster_shape.ClusterShape.of(self.strategy, config.global_batch_size,
                                               config.input_distribution)
         cluster_shape.check_trainable(shape, config.gradient_accumulation_steps,
                                       *cluster_shape.newest_saved_shape(self.model_dir))
-        policy = runtime.mixed_precision
-        logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
-        with self.strategy.scope():
-            self.model = self.task.build_model(dtype=precision.model_dtype(policy))
-            self.optimizer = build_optimizer(self.experiment.optimizer, config.train_steps)
-            self.optimizer.build(self.model.trainable_variables)
-            counter = dict(dtype=tf.int64, trainable=False,
-                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-            self.step = tf.Variable(0, name="global_step", **counter)
-            self.consecutive_nonfinite = tf.Variable(0, name="consecutive_nonfinite", **counter)
-            self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested",
-                                              aggregation=counter["aggregation"])
-            self.loss_scale = LossScale(enabled=policy == "mixed_float16")
-        jit_compile = runtime.jit_compile
+        self._build_variables()
+        jit_compile = self.experiment.runtime.jit_compile
         if jit_compile is None:
             jit_compile = strategies.default_jit_compile(self.strategy)
         self.train_step = TrainStep(
@@ -237,28 +128,37 @@ class Trainer:
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
             fixed_shapes.check_fixed_shapes(self.iterator.element_spec,
                                             self.task.fixed_shape_settings())
-        self._eval_iterator = None
+        self.evaluator = Evaluator(self.task, self.model, self.train_step, self.strategy,
+                                   config, self._input_iterator)
         self.checkpoint = TrainingCheckpoint(
             self.model_dir, model=self.model, optimizer=self.optimizer, step=self.step,
             loss_scale=self.loss_scale, iterator=self.iterator, max_to_keep=config.max_to_keep,
             shape=shape, chief=self.chief, worker_index=strategies.worker_id(self.strategy),
             per_worker_input=self.multi_worker)
+        self.divergence = DivergenceGuard(self.checkpoint, self.step,
+                                          self.consecutive_nonfinite,
+                                          config.max_consecutive_nonfinite)
+
+    def _build_variables(self):
+        """The model, its optimizer and the loop's counters, under the strategy's scope."""
+        policy = self.experiment.runtime.mixed_precision
+        logging.info("building the %s model (%s) and its input pipeline", self.task.name, policy)
+        with self.strategy.scope():
+            self.model = self.task.build_model(dtype=model_dtype(policy))
+            self.optimizer = build_optimizer(self.experiment.optimizer, self.config.train_steps)
+            self.optimizer.build(self.model.trainable_variables)
+            counter = dict(dtype=tf.int64, trainable=False,
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.step = tf.Variable(0, name="global_step", **counter)
+            self.consecutive_nonfinite = tf.Variable(0, name="consecutive_nonfinite", **counter)
+            self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested",
+                                              aggregation=counter["aggregation"])
+            self.loss_scale = LossScale(enabled=policy == "mixed_float16")
 
     def _input_iterator(self, dataset_fn):
-        """A plain tf.data iterator over this worker's batches (see `input_distribution`).
-
-        Plain iterators are checkpointable on every strategy (TensorFlow's
-        multi-device distributed iterators are not); `TrainStep` hands their
-        batches to the replicas.
-        """
-        if self.config.input_distribution == "global":
-            return iter(dataset_fn(None))
-        local_replicas = strategies.local_replica_count(self.strategy)
-        context = tf.distribute.InputContext(
-            num_input_pipelines=self.strategy.num_replicas_in_sync // local_replicas,
-            input_pipeline_id=strategies.worker_id(self.strategy),
-            num_replicas_in_sync=self.strategy.num_replicas_in_sync)
-        return iter(dataset_fn(context))
+        """A plain tf.data iterator over this worker's batches (`strategies.worker_iterator`)."""
+        return strategies.worker_iterator(self.strategy, self.config.input_distribution,
+                                          dataset_fn)
 
     def _restore_or_initialize(self):
         restored = self.checkpoint.restore_latest()
@@ -286,94 +186,15 @@ class Trainer:
     def _write_run_files(self):
         if not self.chief:
             return
-        storage.makedirs(self.model_dir, exist_ok=True)
-        config_lib.dump_config(self.experiment, os.path.join(self.model_dir, PARAMS_FILE))
+        run_directory.write_params(self.model_dir, self.experiment)
         native.write_metadata(self.model, self.model_dir, self.task.tokenizer_contract(),
                               self.task.vocab_file, record=self.task.task_record())
 
-    # -- the loop --------------------------------------------------------------
-
-    def _next_boundary(self, step):
-        config = self.config
-        boundary = min(step + config.steps_per_loop, config.train_steps)
-        for every in (config.checkpoint_every, config.eval_every):
-            if every:
-                boundary = min(boundary, (step // every + 1) * every)
-        for profile_step in config.profile_steps:
-            if profile_step > step:
-                boundary = min(boundary, profile_step)
-        return boundary
-
-    def _train_metrics(self, sums, num_steps, seconds, untimed=None):
-        """The metrics of a loop's `num_steps` steps from their `sums`.
-
-        `seconds` times them all, or all but the first when `untimed` holds
-        that step's sums (the traced first step, left out of the throughput).
-        """
-        metrics = self.task.metrics(sums)
-        finite_steps = float(sums["finite_steps"])
-        timed, timed_steps = sums, num_steps
-        if untimed is not None:
-            timed = {key: sums[key] - untimed[key] for key in sums}
-            timed_steps -= 1
-        metrics.update({
-            "learning_rate": float(self.optimizer.learning_rate.numpy()),
-            "gradient_norm": float(sums["gradient_norm"]) / max(finite_steps, 1.0),
-            "loss_scale": float(self.loss_scale.scale.numpy()),
-            "skipped_steps": num_steps - finite_steps,
-            # Packed rows hold several examples: the task counts them.
-            "examples_per_second": float(timed["examples"]) / seconds,
-            "tokens_per_second": float(timed["tokens"]) / seconds,
-            "steps_per_second": timed_steps / seconds,
-        })
-        return metrics
-
-    def _eval_batches(self):
-        """A persistent iterator over the same `eval_steps` held-out batches, cached.
-
-        The first evaluation computes the batches; `repeat` then replays them
-        from the cache, so every evaluation sees exactly the same examples
-        and costs no input-pipeline work after the first.
-        """
-        if self._eval_iterator is None:
-            batch = self.config.eval_batch_size or self.config.global_batch_size
-            steps = self.config.eval_steps
-
-            def dataset_fn(context):
-                # One batch per replica of this worker per step, or one global batch.
-                per_step = strategies.local_replica_count(self.strategy) if context else 1
-                dataset = self.task.eval_dataset(context, batch)
-                return dataset.take(steps * per_step).cache().repeat()
-
-            self._eval_iterator = self._input_iterator(dataset_fn)
-        return self._eval_iterator
+    # -- training, evaluation and their faults ---------------------------------
 
     def evaluate(self, writers=None):
-        """Evaluation metrics, logged and written to TensorBoard's `eval/`.
-
-        Tasks with host evaluation (`supports_evaluation`: fine-tuning) run
-        every evaluation example through the model on this host and compute
-        their official metric; tasks with held-out batches (`has_eval_data`:
-        pretraining) sum in-graph metrics over `eval_steps` of them (the
-        same batches every time).
-        """
-        if self.task.supports_evaluation:
-            batch = self.config.eval_batch_size or self.config.global_batch_size
-            if self._predict is None:
-                self._predict = inference_fn(self.model)
-            metrics = self.task.evaluate_model(self._predict, batch_size=batch)
-        elif self.task.has_eval_data:
-            sums = self.train_step.eval_loop(self._eval_batches(),
-                                             tf.constant(self.config.eval_steps))
-            metrics = self.task.metrics({k: v.numpy() for k, v in sums.items()})
-        else:
-            return {}
-        step = int(self.step.numpy())
-        logging.info("eval at step %d: %s", step,
-                     "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
-        if writers is not None:
-            writers.scalars(writers.eval, step, metrics)
-        return metrics
+        """The current step's evaluation metrics (`Evaluator`; {} for a task without)."""
+        return self.evaluator(int(self.step.numpy()), writers)
 
     def _evaluate_at(self, step, writers):
         """Evaluates at `step` (its checkpoint already written) and records the result."""
@@ -384,19 +205,8 @@ class Trainer:
 
     def _write_eval_results(self, step, metrics):
         """`model_dir/eval_results.json`: the newest evaluation (what sweeps compare)."""
-        if not (self.chief and metrics):
-            return
-        path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
-        with storage.atomic_write(path, encoding="utf-8") as f:
-            json.dump({"step": step, "metrics": metrics}, f, indent=2, sort_keys=True)
-
-    def _roll_back(self, reason):
-        latest = self.checkpoint.restore_latest()
-        where = (f"rolled back to {latest} (step {int(self.step.numpy())})" if latest
-                 else "no checkpoint was written")
-        raise TrainingDivergedError(
-            f"{reason}; {where} and stopped. Lower optimizer.learning_rate, enable "
-            "gradient clipping (optimizer.clip_norm) or check the data.")
+        if self.chief and metrics:
+            run_directory.write_eval_results(self.model_dir, step, metrics)
 
     def train(self):
         """Trains to `trainer.train_steps`; returns a `TrainingResult`."""
@@ -416,137 +226,128 @@ class Trainer:
 
     def _lost_worker(self, error):
         """A `LostWorkerError` when `error` says a worker of the cluster is gone, else None."""
-        if not self.multi_worker:
-            return None
-        resolver = self.strategy.cluster_resolver
-        found = lost_workers.lost_tasks(error, resolver.cluster_spec(),
-                                        (resolver.task_type, resolver.task_id))
-        if found is None:
-            return None
-        latest = self.checkpoint.latest
-        # Checkpoints are numbered by their step (`TrainingCheckpoint.save`).
-        step = int(latest.rsplit("-", 1)[1]) if latest else None
-        return lost_workers.LostWorkerError(found[0], latest, step, found[1])
+        return lost_workers.lost_worker_error(error, self.strategy, self.checkpoint.latest)
 
-    def _last_evaluation(self):
-        """`(step, metrics)` of `eval_results.json`, or `(None, {})`."""
-        path = os.path.join(self.model_dir, EVAL_RESULTS_FILE)
-        if not storage.isfile(path):
-            return None, {}
-        with storage.open(path, encoding="utf-8") as f:
-            results = json.load(f)
-        return results.get("step"), results.get("metrics", {})
 
     def _missed_evaluation(self, step):
         """True when the run stopped in the evaluation of `step`, after checkpointing it."""
-        config = self.config
-        at_eval_step = step == config.train_steps or (config.eval_every
-                                                       and step % config.eval_every == 0)
-        evaluates = self.task.supports_evaluation or self.task.has_eval_data
         # Workers of a multi-worker run need not see the chief's eval_results.json, and
         # must all evaluate or none.
-        return bool(step and at_eval_step and evaluates and not self.multi_worker
-                    and self._last_evaluation()[0] != step)
+        return bool(step and self.schedule.evaluates_at(step) and self.evaluator.evaluates
+                    and not self.multi_worker
+                    and run_directory.last_evaluation(self.model_dir)[0] != step)
+
+    # -- the phases of `_train` -----------------------------------------------
 
     def _train(self):
-        config = self.config
+        """One attempt at `train`: restore, record the run, then loop to `train_steps`."""
         self._restore_or_initialize()
-        if int(self.step.numpy()) >= config.train_steps:
-            if self._missed_evaluation(int(self.step.numpy())):
-                writers = SummaryWriters(self.model_dir, self.chief)
-                try:
-                    self._evaluate_at(int(self.step.numpy()), writers)
-                finally:
-                    writers.close()
-            _, metrics = self._last_evaluation()
-            return TrainingResult(int(self.step.numpy()), {}, metrics, self._fingerprint(),
-                                  already_complete=True)
+        if int(self.step.numpy()) >= self.config.train_steps:
+            return self._complete_run()
         self._write_run_files()
         writers = SummaryWriters(self.model_dir, self.chief)
+        self._catch_up(writers)
+        loop = self._open_loop(writers)
+        try:
+            return self._run_loops(loop)
+        finally:
+            loop.close()
+
+    def _complete_run(self):
+        """The result of a run restored at `train_steps`: nothing to train.
+
+        Its final evaluation runs first if the run stopped in it.
+        """
+        step = int(self.step.numpy())
+        if self._missed_evaluation(step):
+            writers = SummaryWriters(self.model_dir, self.chief)
+            try:
+                self._evaluate_at(step, writers)
+            finally:
+                writers.close()
+        _, metrics = run_directory.last_evaluation(self.model_dir)
+        return TrainingResult(step, {}, metrics, self._fingerprint(), already_complete=True)
+
+    def _catch_up(self, writers):
+        """Shows a new run's config in TensorBoard; runs the evaluation a stopped run missed."""
         step = int(self.step.numpy())
         if step == 0:
             writers.config_text(0, yaml.safe_dump(config_lib.to_dict(self.experiment),
                                                   sort_keys=False))
         if self._missed_evaluation(step):
             self._evaluate_at(step, writers)
-        progress = Progress(step, config.train_steps, self.stream)
-        preemption = self._preemption_handler()
+
+    def _open_loop(self, writers):
+        """The `LoopState` of this call: progress, signal watch, preemption, profiler."""
+        progress = Progress(int(self.step.numpy()), self.config.train_steps, self.stream)
+        handler = preemption_handler(self.strategy, self.checkpoint, self.step)
         # Under TensorFlow's preemption handling that handler owns SIGTERM; this one then
         # only bounds the wait for a step boundary.
-        signals = StopOnSignal(None if preemption else self.stop_requested,
+        signals = StopOnSignal(None if handler else self.stop_requested,
                                latest_checkpoint=lambda: self.checkpoint.manager.latest_checkpoint)
-        train_metrics, eval_metrics = {}, {}
+        profiler = ProfilerRange(self.config.profile_steps, writers.train_dir, self.chief)
+        return LoopState(writers, progress, signals, handler, profiler)
+
+    def _run_loops(self, loop):
+        """Trains loop by loop to `train_steps`, or until a signal stops the run."""
+        step = int(self.step.numpy())
+        while step < self.config.train_steps:
+            step = self._run_loop(step, loop)
+            if self._at_boundary(step, loop):
+                logging.warning("stopped by %s at step %d after saving; run the same "
+                                "command to resume", loop.signals.received or "SIGTERM", step)
+                return TrainingResult(step, loop.train_metrics, loop.eval_metrics,
+                                      self._fingerprint(), stopped_by_signal=True)
+        return TrainingResult(step, loop.train_metrics, loop.eval_metrics, self._fingerprint())
+
+    def _run_loop(self, step, loop):
+        """Runs the loop after `step`, logs and records its metrics; returns the step reached."""
+        boundary = self.schedule.next_boundary(step)
+        loop.profiler.loop_starts(step)
+        start = time.monotonic()
+        untimed = None
+        if loop.first_loop:
+            loop.first_loop, loop.reported_step = False, step + 1
+            sums, untimed, start = self._first_loop(step, boundary, loop.progress,
+                                                    loop.preemption, loop.signals)
+        else:
+            sums = self._run_steps(boundary - step, loop.preemption, loop.signals)
+        seconds = max(time.monotonic() - start, 1e-9)
+        # Fewer than planned when a stop was requested inside the loop.
+        num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
+        loop.profiler.loop_ended(step)
+        loop.train_metrics = loop_metrics(
+            self.task.metrics(sums), sums, num_steps, seconds,
+            float(self.optimizer.learning_rate.numpy()), float(self.loss_scale.scale.numpy()),
+            untimed)
+        loop.writers.scalars(loop.writers.train, step, loop.train_metrics)
+        if step != loop.reported_step:  # a one-step first loop was reported already
+            loop.progress.update(step, loop.train_metrics,
+                                 loop.train_metrics["examples_per_second"])
+        return step
+
+    def _at_boundary(self, step, loop):
+        """Checkpoints and evaluates as `step` asks; returns whether a signal stops the run."""
+        failures = self.divergence.check(step)
+        stop = bool(self.stop_requested.numpy())
+        evaluates = self.schedule.evaluates_at(step)
+        if self.schedule.checkpoints_at(step) or evaluates or stop:
+            self.divergence.save(step, failures)
+        if evaluates:
+            self._evaluate_in_loop(step, loop)
         # Freed heap memory goes back to the OS each loop (at most every 10 s) and
         # after each checkpoint and evaluation: see `heap_release`.
-        release_heap = HeapRelease()
-        profiling = False
-        first_loop, reported, first_evaluation = True, None, True
-        try:
-            while step < config.train_steps:
-                boundary = self._next_boundary(step)
-                if config.profile_steps and step == config.profile_steps[0] and self.chief:
-                    tf.profiler.experimental.start(writers.train_dir)
-                    profiling = True
-                start = time.monotonic()
-                untimed = None
-                if first_loop:
-                    first_loop, reported = False, step + 1
-                    sums, untimed, start = self._first_loop(step, boundary, progress,
-                                                            preemption, signals)
-                else:
-                    sums = self._run_steps(boundary - step, preemption, signals)
-                seconds = max(time.monotonic() - start, 1e-9)
-                # Fewer than planned when a stop was requested inside the loop.
-                num_steps, step = int(self.step.numpy()) - step, int(self.step.numpy())
-                if profiling and step >= config.profile_steps[1]:
-                    tf.profiler.experimental.stop()
-                    profiling = False
-                train_metrics = self._train_metrics(sums, num_steps, seconds, untimed)
-                writers.scalars(writers.train, step, train_metrics)
-                if step != reported:  # a one-step first loop was reported already
-                    progress.update(step, train_metrics, train_metrics["examples_per_second"])
+        loop.release_heap(force=evaluates or self.schedule.checkpoints_at(step))
+        if loop.preemption:
+            loop.preemption.save_checkpoint_if_preempted(checkpoint_number=step)
+        return stop
 
-                failures = int(self.consecutive_nonfinite.numpy())
-                if failures >= config.max_consecutive_nonfinite:
-                    self._roll_back(f"{failures} consecutive steps up to step {step} had a "
-                                    "non-finite loss or gradients (their updates were skipped)")
-                stop = bool(self.stop_requested.numpy())
-                at_eval_step = config.eval_every and step % config.eval_every == 0
-                # An evaluation that fails must not cost the steps before it.
-                at_eval_step = at_eval_step or step == config.train_steps
-                if step % config.checkpoint_every == 0 or at_eval_step or stop:
-                    if failures:
-                        # The newest step was skipped as non-finite: these weights
-                        # are not known to be good, so keep the last checkpoint.
-                        logging.warning("not checkpointing step %d: the last %d step(s) had "
-                                        "a non-finite loss or gradients", step, failures)
-                    else:
-                        try:
-                            self.checkpoint.save()
-                        except NonFiniteWeightsError as e:
-                            self._roll_back(str(e))
-                if at_eval_step:
-                    if first_evaluation and (self.task.supports_evaluation
-                                             or self.task.has_eval_data):
-                        first_evaluation = False
-                        logging.info("step %d: evaluating (the first evaluation traces the "
-                                     "model's evaluation step)", step)
-                    eval_metrics = self._evaluate_at(step, writers) or eval_metrics
-                release_heap(force=at_eval_step or step % config.checkpoint_every == 0)
-                if preemption:
-                    preemption.save_checkpoint_if_preempted(checkpoint_number=step)
-                if stop:
-                    logging.warning("stopped by %s at step %d after saving; run the same "
-                                    "command to resume", signals.received or "SIGTERM", step)
-                    return TrainingResult(step, train_metrics, eval_metrics,
-                                          self._fingerprint(), stopped_by_signal=True)
-        finally:
-            progress.finish()
-            if profiling:
-                tf.profiler.experimental.stop()
-            signals.close()
-            writers.close()
-        return TrainingResult(step, train_metrics, eval_metrics, self._fingerprint())
+    def _evaluate_in_loop(self, step, loop):
+        if not loop.evaluated and self.evaluator.evaluates:
+            loop.evaluated = True
+            logging.info("step %d: evaluating (the first evaluation traces the model's "
+                         "evaluation step)", step)
+        loop.eval_metrics = self._evaluate_at(step, loop.writers) or loop.eval_metrics
 
     def _run_steps(self, num_steps, preemption, signals):
         """Runs `num_steps` steps in one `train_loop` call; returns the metric sums as numpy.
@@ -595,21 +396,3 @@ class Trainer:
 
     def _fingerprint(self):
         return weights_fingerprint(self.model.trainable_variables)
-
-    def _preemption_handler(self):
-        """TensorFlow's coordinated preemption handling, for multi-worker and TPU runs."""
-        if not (self.multi_worker or isinstance(self.strategy, tf.distribute.TPUStrategy)):
-            return None
-        input_manager = self.checkpoint.input_manager
-
-        def save_input_state_and_exit():
-            if input_manager is not None:
-                input_manager.save(checkpoint_number=self.step)
-            logging.warning("preempted at step %d: checkpoint saved, exiting with code %d",
-                            int(self.step.numpy()), PREEMPTION_EXIT_CODE)
-            os._exit(PREEMPTION_EXIT_CODE)
-
-        return tf.distribute.experimental.PreemptionCheckpointHandler(
-            self.strategy.cluster_resolver, self.checkpoint.manager,
-            termination_config=tf.distribute.experimental.TerminationConfig(
-                exit_fn=save_input_state_and_exit))

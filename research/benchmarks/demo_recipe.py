@@ -158,9 +158,9 @@ def demo_vocab_size() -> int:
 
 
 def _finished(model_dir):
-    from bert_tf import sweep
+    from bert_tf.training import run_directory
 
-    return sweep.finished_results(model_dir) is not None
+    return run_directory.finished_results(model_dir) is not None
 
 
 # The training batches' accuracy at the end: the mean of the points logged over this many

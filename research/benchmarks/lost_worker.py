@@ -35,11 +35,11 @@ import subprocess
 import sys
 import time
 
+from bert_tf.training.exit_codes import LOST_WORKER_EXIT_CODE
 from research.benchmarks import machine
 from tests import shared_data
 from tests.ports import free_ports
 
-LOST_WORKER_EXIT_CODE = 75  # bert_tf.training.trainer.LOST_WORKER_EXIT_CODE (no TF import here)
 TRAINER = {"global_batch_size": 8, "steps_per_loop": 2, "checkpoint_every": 4,
            "eval_every": 0, "train_steps": 1000}
 MODEL = {"model.encoder.max_position_embeddings": 64, "data.max_seq_length": 32,

@@ -27,10 +27,9 @@ import os
 import time
 from collections.abc import Callable, Collection
 
-from bert_tf import sweep
 from bert_tf.checkpoints import native
+from bert_tf.training.run_directory import EVAL_RESULTS_FILE, PARAMS_FILE, finished_results
 from bert_tf.training.run_lock import LOCK_FILE as TRAINER_LOCK_FILE
-from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
 from research import portable_paths
 from research.studies import report, scalars
 from research.studies.units import LOCK_FILE, TIMES_FILE, lock_file
@@ -59,7 +58,7 @@ def finished_runs(root: str) -> list[str]:
     for folder, subfolders, files in os.walk(root):
         if PARAMS_FILE in files and EVAL_RESULTS_FILE in files:
             subfolders.clear()  # a run folder holds no other runs
-            if sweep.finished_results(folder) is not None:
+            if finished_results(folder) is not None:
                 runs.append(os.path.relpath(folder, root))
     return sorted(runs)
 
@@ -269,14 +268,14 @@ def restore(records_dir: str, out_dir: str, log: Callable[[str], None] = print,
     restored = []
     for run in finished_runs(records_dir):
         run_dir = os.path.join(out_dir, run)
-        if sweep.finished_results(run_dir) is not None:
+        if finished_results(run_dir) is not None:
             continue
         os.makedirs(run_dir, exist_ok=True)
         # The unit's own lock: another process of the study cannot start it mid-copy;
         # the trainer's: a trainer started by hand in the folder is not moved from under.
         with lock_file(os.path.join(run_dir, LOCK_FILE), wait=False) as lock, \
                 lock_file(os.path.join(run_dir, TRAINER_LOCK_FILE), wait=False) as trainer:
-            if lock is None or trainer is None or sweep.finished_results(run_dir) is not None:
+            if lock is None or trainer is None or finished_results(run_dir) is not None:
                 continue
             if (run in weights_needed and has_weights(run_dir)
                     and not has_weights(os.path.join(records_dir, run))):

@@ -19,8 +19,7 @@ import statistics
 
 import yaml
 
-from bert_tf import sweep
-from bert_tf.training.trainer import EVAL_RESULTS_FILE, PARAMS_FILE
+from bert_tf.training.run_directory import EVAL_RESULTS_FILE, PARAMS_FILE, finished_results
 from research.studies import scalars, units
 
 RESULTS_FILE = "results.json"
@@ -69,7 +68,7 @@ def pretraining_summary(name, model_dir):
             params = yaml.safe_load(f)
     # Only a run that reached its last step has a final evaluation: a running one
     # rewrites eval_results.json at every evaluation, which tables must not read as final.
-    final = sweep.finished_results(model_dir)
+    final = finished_results(model_dir)
     latest = _read_json(os.path.join(model_dir, EVAL_RESULTS_FILE))
     curves = scalars.read(model_dir)
     summary = {"name": name, "model_dir": model_dir,

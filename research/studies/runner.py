@@ -30,8 +30,7 @@ from collections.abc import Callable, Sequence
 
 import yaml
 
-from bert_tf import sweep
-from bert_tf.training.trainer import PARAMS_FILE
+from bert_tf.training.run_directory import PARAMS_FILE, finished_results
 from research.studies import corpus as corpus_lib
 from research.studies import records, report
 from research.studies import spec as spec_lib
@@ -179,12 +178,12 @@ class Study:
         again (same config, corpus and seed) gives every run of the arm one model.
         """
         pretraining_dir = self.pretraining_dir(name)
-        if (sweep.finished_results(pretraining_dir) is None or records.has_weights(pretraining_dir)
+        if (finished_results(pretraining_dir) is None or records.has_weights(pretraining_dir)
                 or self._finished_runs_from(name)):
             return
         with lock_file(os.path.join(pretraining_dir, LOCK_FILE), wait=False) as lock:
             # Held: another process of the study is setting it aside or pretraining it.
-            if lock is None or sweep.finished_results(pretraining_dir) is None:
+            if lock is None or finished_results(pretraining_dir) is None:
                 return
             aside = records.set_aside(pretraining_dir)
         self.log(f"pretraining/{name}: finished in the records without its weights and no "
@@ -234,7 +233,7 @@ class Study:
         """
         model_dir = self.run_dir(arm.name, task.name, learning_rate, seed)
         # Reading needs no init checkpoint (MiniLM may not be installed here).
-        results = sweep.finished_results(model_dir)
+        results = finished_results(model_dir)
         if execute and results is None:
             if arm.kind == "pretrained":
                 self._require_pretrained_weights(arm)

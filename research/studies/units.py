@@ -1,7 +1,7 @@
 """One unit of a study: a `python -m bert_tf.train` run that is either finished or not.
 
 A unit is finished when its `model_dir` holds the final evaluation of its
-last step (`bert_tf.sweep.finished_results`); running it again otherwise
+last step (`bert_tf.training.run_directory.finished_results`); running it again otherwise
 resumes from its newest checkpoint (the trainer's own resume). Each unit's
 trainer output goes to `model_dir/train.log`, and the wall time of every
 invocation is appended to `model_dir/unit_times.jsonl`, so a study can be
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from bert_tf import sweep
+from bert_tf.training import run_directory
 
 LOG_FILE = "train.log"
 TIMES_FILE = "unit_times.jsonl"
@@ -55,7 +55,7 @@ class TrainUnit:
 
     def results(self):
         """The final `eval_results.json` contents when finished, else None."""
-        return sweep.finished_results(self.model_dir)
+        return run_directory.finished_results(self.model_dir)
 
     def run(self, log=print):
         """Runs (or resumes) the unit unless it is finished or running elsewhere.

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from bert_tf import config as config_lib
 from bert_tf import evaluate, tasks, train
 from bert_tf.checkpoints import native
 from bert_tf.checkpoints.task_record import TaskRecord
@@ -28,7 +29,8 @@ from bert_tf.tasks.base import (
     experiment_class,
 )
 from bert_tf.text import tokenizer_contract
-from bert_tf.training import precision
+from bert_tf.training import precision, strategies
+from bert_tf.training import trainer as trainer_lib
 
 SEQ = 16
 MARK = 50  # the token id whose presence is the label
@@ -219,6 +221,43 @@ def test_training_and_evaluation_resolve_auto_to_the_same_policy(
     assert model.encoder.dtype_policy.name == policy
     assert built == [precision.model_dtype(policy)] * 2
 
+
+@pytest.mark.slow
+def test_the_experiment_is_resolved_once_then_validated_then_checked_against_the_run(
+        registered, vocab_file, tmp_path, monkeypatch, capsys):
+    # `auto` on a CPU with native bf16, whatever this machine has; 1 epoch of 32 examples.
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"amx_bf16"}))
+    config = tmp_path / "mark.yaml"
+    config.write_text(yaml.safe_dump({
+        "task": "find_the_mark",
+        "data": {"vocab_file": vocab_file, "num_examples": 32},
+        "trainer": {"train_epochs": 1, "global_batch_size": 16, "steps_per_loop": 2,
+                    "checkpoint_every": 2, "eval_every": 0},
+        "runtime": {"strategy": "cpu", "mixed_precision": "auto"},
+    }))
+    run_dir = tmp_path / "run"
+    task_class, experiment = tasks.load_experiment(str(config))
+    task = task_class(experiment)
+    trainer = trainer_lib.Trainer(task, experiment, str(run_dir),
+                                  strategies.create_strategy("cpu"))
+    # One experiment, the task's and the trainer's, with every value decided.
+    assert trainer.experiment is task.experiment
+    assert trainer.experiment.runtime.mixed_precision == "mixed_bfloat16"
+    assert trainer.experiment.trainer.train_steps == 2
+    assert trainer.train().step == 2
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    assert config_lib.from_dict(MarkExperiment, params) == trainer.experiment
+
+    # The run holds a model of 100 tokens: another model is refused by the resume check...
+    assert train.run(*tasks.load_experiment(str(config), ["model.encoder.hidden_size=32"]),
+                     str(run_dir)) == 1
+    assert "holds a run with another model" in capsys.readouterr().err
+    # ...but a config that does not fit its own vocabulary is refused for that first.
+    assert train.run(*tasks.load_experiment(str(config), ["model.encoder.vocab_size=120"]),
+                     str(run_dir)) == 1
+    (error,) = capsys.readouterr().err.strip().splitlines()
+    assert error == (f"error: data.vocab_file {vocab_file} has 100 tokens but "
+                     "model.encoder.vocab_size is 120")
 
 def test_a_task_missing_an_abstract_method_cannot_be_instantiated():
     methods = {key: value for key, value in vars(MarkTask).items()

@@ -20,7 +20,7 @@ from conftest import (
     train_env,
 )
 
-from bert_tf.training import strategies, trainer
+from bert_tf.training import exit_codes, strategies
 from tests.ports import free_ports
 
 NO_DROPOUT = {"encoder": {"vocab_size": 30522, "hidden_size": 32, "num_layers": 2,
@@ -176,7 +176,7 @@ def test_a_worker_killed_outright_stops_the_other_which_then_resumes_with_it(wri
     seconds = time.monotonic() - killed_at
     processes[1].wait()
     output = "".join(output)
-    assert processes[0].returncode == trainer.LOST_WORKER_EXIT_CODE == 75, output[-3000:]
+    assert processes[0].returncode == exit_codes.LOST_WORKER_EXIT_CODE == 75, output[-3000:]
     # The documented bound is the timeout plus 3 s; 2 s more for a loaded machine.
     assert seconds < timeout + 5, seconds
     errors = [line for line in output.splitlines() if line.startswith("error:")]

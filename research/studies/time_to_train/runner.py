@@ -38,9 +38,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from bert_tf import config as config_lib
-from bert_tf import sweep, tasks
+from bert_tf import tasks
 from bert_tf.checkpoints import readable
 from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.training import run_directory
 from research.studies import corpus as corpus_lib
 from research.studies import scalars, units
 from research.studies import spec as study_spec
@@ -185,7 +186,7 @@ class Benchmark:
 
     def final_value(self, recipe) -> float | None:
         """The target metric of a recipe's last evaluation, once its last phase finished."""
-        results = sweep.finished_results(self.phase_dir(recipe, recipe.phases[-1]))
+        results = run_directory.finished_results(self.phase_dir(recipe, recipe.phases[-1]))
         return None if results is None else float(results["metrics"][self.spec.target.metric])
 
     # -- paths and configs ---------------------------------------------------------
@@ -358,7 +359,7 @@ class Benchmark:
         A phase of a `train_to_budget` recipe stays open until its last step, crossed or not.
         """
         model_dir = self.phase_dir(recipe, phase)
-        finished = sweep.finished_results(model_dir) is not None
+        finished = run_directory.finished_results(model_dir) is not None
         if recipe.train_to_budget and not finished:
             return "open"
         if first_crossing(self.eval_curve(model_dir), self.target) is not None:

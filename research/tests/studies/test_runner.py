@@ -389,6 +389,20 @@ def test_a_running_pretraining_has_no_final_evaluation_for_the_tables(tmp_path):
     assert finished["final_eval"]["metrics"]["mlm_accuracy"] == 0.2
 
 
+def test_a_unit_reads_its_finished_local_run_without_importing_tensorflow(tmp_path):
+    model_dir = str(tmp_path / "unit")
+    _finish(model_dir, {"accuracy": 0.75}, steps=10)
+    code = ("import json, sys\n"
+            "from research.studies.units import TrainUnit\n"
+            "print(json.dumps(TrainUnit('u', sys.argv[1], 'config.yaml').results()))\n"
+            "print('tensorflow' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code, model_dir], capture_output=True,
+                            text=True, timeout=60, cwd=portable_paths.REPO_ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    results, imported = result.stdout.strip().splitlines()
+    assert json.loads(results) == {"step": 10, "metrics": {"accuracy": 0.75}}
+    assert imported == "False"
+
 def test_the_report_shows_what_other_processes_finished_during_the_pass(
         tmp_path, monkeypatch, shared_file, minilm_dir):
     # Two processes, one study: the other trains `pretrained` while this one trains
