@@ -39,6 +39,32 @@ def retired_keys(replacements: dict[str, tuple[str, str]]):
     return register
 
 
+# Rewrites of a config mapping that an earlier version recorded (a run's params.yaml)
+# into today's keys, each keeping what the old keys meant (`upgrade_recorded`).
+_RECORDED_UPGRADES: list = []
+
+
+def recorded_upgrade(function):
+    """Registers `function(values) -> values`, applied to configs the library recorded.
+
+    A user's own config with a retired key gets the one-line error of
+    `retired_keys`; a run directory written by an earlier version must still
+    resume, evaluate and export, so its `params.yaml` is read through these.
+
+    Args:
+      function: takes and returns a plain config mapping (it must not change its input).
+    """
+    _RECORDED_UPGRADES.append(function)
+    return function
+
+
+def upgrade_recorded(values):
+    """`values` (a recorded config mapping) with every registered upgrade applied."""
+    for upgrade in _RECORDED_UPGRADES:
+        values = upgrade(values)
+    return values
+
+
 def _retired_key_error(cls, key, prefix, source):
     """The ConfigError for a retired `key` of `cls` (subclasses inherit it), or None."""
     for klass in cls.__mro__:
@@ -228,9 +254,16 @@ def load_yaml(path):
     return {} if values is None else values
 
 
-def load_config(cls, path=None, overrides=()):
-    """`cls` from a YAML file (defaults when `path` is None) plus overrides."""
-    config = from_dict(cls, load_yaml(path) if path else {}, source=path or "defaults")
+def load_config(cls, path=None, overrides=(), recorded=False):
+    """`cls` from a YAML file (defaults when `path` is None) plus overrides.
+
+    `recorded`: the file is one the library wrote (a run's params.yaml), read
+    through `upgrade_recorded`.
+    """
+    values = load_yaml(path) if path else {}
+    if recorded:
+        values = upgrade_recorded(values)
+    config = from_dict(cls, values, source=path or "defaults")
     return apply_overrides(config, overrides) if overrides else config
 
 

@@ -74,7 +74,7 @@ def load_task(model_dir, overrides=()):
     params = os.path.join(model_dir, PARAMS_FILE)
     if not storage.isfile(params):
         raise FileNotFoundError(f"{params} not found: is {model_dir} a bert_tf training run?")
-    task_class, experiment = tasks.load_experiment(params, overrides)
+    task_class, experiment = tasks.load_experiment(params, overrides, recorded=True)
     if not task_class.supports_evaluation:
         raise ValueError(f"{model_dir} is a {experiment.task!r} run; evaluate and predict "
                          "are for fine-tuning runs")

@@ -80,7 +80,7 @@ def task_class(name: str) -> type:
     return TASKS.lookup(name)
 
 
-def load_experiment(path: str, overrides=()):
+def load_experiment(path: str, overrides=(), recorded: bool = False):
     """(task class, experiment config) from a YAML file plus `a.b=c` overrides.
 
     A `trainer.train_steps` the overrides set replaces the file's epochs
@@ -90,6 +90,8 @@ def load_experiment(path: str, overrides=()):
     Args:
       path: a YAML file or a packaged preset name (`finetune/glue_mrpc`).
       overrides: `a.b=c` strings applied on top of the file.
+      recorded: the file is a run's own params.yaml (perhaps of an earlier
+        version: `bert_tf.config.upgrade_recorded`), not a user's config.
 
     Raises:
       ConfigError: naming the file and key at fault.
@@ -104,7 +106,7 @@ def load_experiment(path: str, overrides=()):
         raise config_lib.ConfigError(f"{path}: missing the top-level key 'task' "
                                      f"(one of {sorted(TASKS)})")
     cls = task_class(name)
-    experiment = config_lib.load_config(cls.config_class, path, overrides)
+    experiment = config_lib.load_config(cls.config_class, path, overrides, recorded)
     if experiment.task != name:
         raise config_lib.ConfigError(f"--set cannot change the task ({name!r} in {path})")
     return cls, resolution.explicit_steps_win(experiment, config_lib.override_keys(overrides),

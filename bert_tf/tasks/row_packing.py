@@ -9,6 +9,7 @@ how many sequences are assigned to rows at a time (first-fit within it).
 
 from typing import Protocol
 
+from bert_tf import config as config_lib
 from bert_tf.data import packing
 
 KEY = "data.max_sequences_per_row"
@@ -25,6 +26,25 @@ RETIRED_KEYS = {
                              "the same count, for pretraining and fine-tuning alike; "
                              "1: one example per row"),
 }
+
+
+@config_lib.recorded_upgrade
+def _packing_keys_of_earlier_versions(values):
+    """A recorded config with the retired packing keys as `data.max_sequences_per_row`.
+
+    Earlier versions recorded a switch, `data.packing`, beside a count:
+    `data.max_sequences_per_row` in pretraining, `data.max_examples_per_row` in
+    fine-tuning. The count applied only with the switch on.
+    """
+    data = values.get("data") if isinstance(values, dict) else None
+    if not isinstance(data, dict) or not set(RETIRED_KEYS) & set(data):
+        return values
+    data = dict(data)
+    switch = data.pop("packing", True)
+    count = data.pop("max_examples_per_row", data.get("max_sequences_per_row",
+                                                     DEFAULT_MAX_SEQUENCES_PER_ROW))
+    data["max_sequences_per_row"] = int(count) if switch else 1
+    return {**values, "data": data}
 
 
 class PackedRowsData(Protocol):

@@ -30,13 +30,16 @@ class IncompatibleRunError(ValueError):
 def read_params(model_dir: str) -> dict | None:
     """The run's `params.yaml` as a plain mapping, or None before the run wrote it.
 
+    Keys of earlier versions come back as today's (`bert_tf.config.upgrade_recorded`).
+
     Args:
       model_dir: the run directory.
     """
     path = os.path.join(model_dir, PARAMS_FILE)
     if not storage.isfile(path):
         return None
-    return config_lib.load_yaml(path)
+    # Written by this library, perhaps by an earlier version of it.
+    return config_lib.upgrade_recorded(config_lib.load_yaml(path))
 
 
 def recorded_precision(model_dir: str) -> str | None:
@@ -122,7 +125,7 @@ def check_resumable(model_dir: str, experiment, task, allow_data_change: bool = 
     path = os.path.join(model_dir, PARAMS_FILE)
     if not (storage.exists(path) and readable.listed_checkpoints(model_dir)):
         return
-    previous = config_lib.from_dict(type(experiment), config_lib.load_yaml(path), source=path)
+    previous = config_lib.from_dict(type(experiment), read_params(model_dir), source=path)
     differences = task.model_differences(previous.model, experiment.model)
     if differences:
         raise IncompatibleRunError(

@@ -6,6 +6,7 @@ import os
 import re
 
 import pytest
+import yaml
 
 from bert_tf import config as config_lib
 from bert_tf import tasks, train
@@ -79,3 +80,29 @@ def test_the_count_must_fit_the_window(rows):
                                          rf"\[1, data\.packing_window=256\].*got {rows}"):
         row_packing.check(data)
     row_packing.check(dataclasses.replace(data, max_sequences_per_row=256))
+
+
+@pytest.mark.parametrize("family, old_data, expected", [
+    # Earlier versions: a switch beside a count, the count applying only with it on.
+    ("pretrain/bert_tiny.yaml", {"packing": True, "max_sequences_per_row": 3}, 3),
+    ("pretrain/bert_tiny.yaml", {"packing": False, "max_sequences_per_row": 3}, 1),
+    ("finetune/glue_mrpc.yaml", {"packing": True, "max_examples_per_row": 8}, 8),
+    ("finetune/glue_mrpc.yaml", {"packing": False, "max_examples_per_row": 8}, 1),
+])
+def test_a_run_directory_of_an_earlier_version_reads_with_the_same_meaning(
+        family, old_data, expected, tmp_path):
+    from bert_tf.training import run_directory
+
+    values = config_lib.to_dict(tasks.load_experiment(os.path.join(CONFIGS, family))[1])
+    values["data"].pop("max_sequences_per_row")
+    values["data"].update(old_data)
+    path = tmp_path / run_directory.PARAMS_FILE
+    path.write_text(yaml.safe_dump(values))
+    # The run's own record: read as today's key.
+    assert run_directory.read_params(str(tmp_path))["data"]["max_sequences_per_row"] == expected
+    _, experiment = tasks.load_experiment(str(path), recorded=True)
+    assert experiment.data.max_sequences_per_row == expected
+    # The same file given as a user's config: the one-line error naming the new key.
+    with pytest.raises(config_lib.ConfigError, match=r"is no longer a key: set "
+                                                     r"data\.max_sequences_per_row"):
+        tasks.load_experiment(str(path))
