@@ -79,3 +79,20 @@ def run_serving_contract(paths, request_dir, onednn=None, timeout=900):
                          capture_output=True, text=True, env=env, timeout=timeout)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+INT8_SERVING_SCRIPT = os.path.join(os.path.dirname(__file__), "int8_fresh_process.py")
+
+
+def serve_both_onednn_ways(request_path, timeout=600):
+    """`int8_fresh_process.py` on `request_path` in two fresh processes, oneDNN's rewrite
+    off and on; returns {"0": answers, "1": answers} (TF_ENABLE_ONEDNN_OPTS)."""
+    answers = {}
+    for setting in ("0", "1"):
+        done = subprocess.run(
+            [sys.executable, INT8_SERVING_SCRIPT, str(request_path)], capture_output=True,
+            text=True, timeout=timeout, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+                                             "TF_ENABLE_ONEDNN_OPTS": setting})
+        assert done.returncode == 0, f"TF_ENABLE_ONEDNN_OPTS={setting}: {done.stderr[-3000:]}"
+        answers[setting] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answers

@@ -10,8 +10,6 @@ served in fresh processes with oneDNN's rewrite off and on.
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,12 +20,12 @@ from bert_tf.data.glue import read_examples
 from bert_tf.export import export_model
 from bert_tf.text.tokenizer import BertTokenizer
 from tests import shared_data
+from tests.export.export_helpers import serve_both_onednn_ways
 from tests.helpers import require, require_shared
 
 # A real checkpoint exported twice and two fresh processes: the second test command.
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "int8_fresh_process.py")
 SENTENCES = 16
 
 
@@ -49,15 +47,7 @@ def served(tmp_path_factory):
         "exports": exports, "texts": texts[:SENTENCES],
         "neighbours": sorted(texts, key=len, reverse=True)[:31],
         "signatures": ["serving_default"], "outputs": ["pooled_output"]}))
-    answers = {}
-    for setting in ("0", "1"):
-        done = subprocess.run(
-            [sys.executable, SCRIPT, str(request)], capture_output=True, text=True,
-            timeout=900, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
-                              "TF_ENABLE_ONEDNN_OPTS": setting})
-        assert done.returncode == 0, f"TF_ENABLE_ONEDNN_OPTS={setting}: {done.stderr[-3000:]}"
-        answers[setting] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answers
+    return serve_both_onednn_ways(request, timeout=900)
 
 
 def _pooled(answers, export, way):

@@ -8,19 +8,15 @@ with =1.
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.export.export_helpers import TASKS, build_model
+from tests.export.export_helpers import TASKS, build_model, serve_both_onednn_ways
 
 # Two exports and two fresh processes: the file starts first.
 pytestmark = pytest.mark.slow
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "int8_fresh_process.py")
 TEXTS = ["The cat sat on the mat.", "ok", "Stocks fell sharply on Monday morning."]
 # Long neighbours: 31 rows at the record's full length, with large and varied activations.
 NEIGHBOURS = [" ".join(["extraordinarily", "zebra", "quantum", "1999", "!!"] * 4)[i:]
@@ -47,15 +43,7 @@ def served(tmp_path_factory, tokenizer):
     request = base / "request.json"
     request.write_text(json.dumps({"exports": exports, "texts": TEXTS,
                                    "neighbours": NEIGHBOURS}))
-    answers = {}
-    for setting in ("0", "1"):
-        done = subprocess.run(
-            [sys.executable, SCRIPT, str(request)], capture_output=True, text=True,
-            timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
-                              "TF_ENABLE_ONEDNN_OPTS": setting})
-        assert done.returncode == 0, f"TF_ENABLE_ONEDNN_OPTS={setting}: {done.stderr[-3000:]}"
-        answers[setting] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answers
+    return serve_both_onednn_ways(request)
 
 
 def _array(answers, export, way, output):
