@@ -28,6 +28,18 @@ def gelu_tanh(x):
     return fast_ops.gelu_tanh(x)
 
 
+def canonical_activation(name: str) -> str:
+    """bert_tf's name for a checkpoint's `hidden_act`: "gelu_tanh" for every tanh GELU name.
+
+    So a model read from a config that says "gelu_new" has the same config as the
+    model that was written (Hugging Face's config names the tanh form "gelu_new").
+
+    Args:
+      name: a `hidden_act` from a checkpoint's config.
+    """
+    return "gelu_tanh" if name in TANH_GELU_NAMES else name
+
+
 def get_activation(name):
     """Maps a checkpoint's `hidden_act` name to a function."""
     if name in EXACT_GELU_NAMES:

@@ -7,7 +7,7 @@ Field names follow this project's layers; `from_bert_config` and
 
 import dataclasses
 
-from bert_tf.layers.activations import SUPPORTED_ACTIVATIONS
+from bert_tf.layers.activations import SUPPORTED_ACTIVATIONS, canonical_activation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +109,7 @@ class EncoderConfig:
             num_layers=int(values["num_hidden_layers"]),
             num_heads=int(values["num_attention_heads"]),
             intermediate_size=int(values["intermediate_size"]),
-            hidden_act=values.get("hidden_act", "gelu"),
+            hidden_act=canonical_activation(values.get("hidden_act", "gelu")),
             hidden_dropout=float(values.get("hidden_dropout_prob", 0.1)),
             attention_dropout=float(values.get("attention_probs_dropout_prob", 0.1)),
             max_position_embeddings=int(values.get("max_position_embeddings", 512)),

@@ -135,3 +135,15 @@ def test_float32_error_is_below_the_references(minilm_dir, minilm_encoder, refer
           f"max |reference - float64| = {reference_error:.3g}")
     assert ours_error < 5e-5
     assert ours_error < reference_error
+
+
+@pytest.mark.parametrize("name", ["gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_tanh"])
+def test_every_tanh_gelu_name_reads_as_gelu_tanh(name):
+    # bert_tf writes "gelu_new" for its "gelu_tanh": reading it back gives the same config.
+    from bert_tf.models.encoder_config import EncoderConfig
+
+    values = {"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 16, "hidden_act": name}
+    assert EncoderConfig.from_bert_config(values).hidden_act == "gelu_tanh"
+    values["hidden_act"] = hugging_face.hf_activation_name("gelu_tanh")
+    assert EncoderConfig.from_bert_config(values).hidden_act == "gelu_tanh"
