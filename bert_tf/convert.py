@@ -3,6 +3,7 @@
     python -m bert_tf.convert --from hf --input path/to/hf_model --to bert_tf --output out/
     python -m bert_tf.convert --from google --input uncased_L-12_H-768_A-12 --to hf --output out/
     python -m bert_tf.convert --input bert_tf_dir/ --to kerashub --output kerashub_preset/
+    python -m bert_tf.convert --input runs/sst2/ --model task --to kerashub --output sst2_preset/
 
 Prints a report of what was loaded. A missing variable or a shape mismatch
 is an error naming the variable with its expected and found shapes.
@@ -26,8 +27,10 @@ def parse_args(argv):
                         help="output format (default bert_tf): bert_tf, hf, google, garden, "
                         "kerashub or another registered writable format")
     parser.add_argument("--output", required=True, help="output directory")
-    parser.add_argument("--model", choices=("encoder", "pretrainer"), default="encoder",
-                        help="convert the encoder only, or with its MLM/NSP heads")
+    parser.add_argument("--model", choices=("encoder", "pretrainer", "task"), default="encoder",
+                        help="convert the encoder only, with its MLM/NSP heads, or a fine-tuned "
+                        "model with its head (task: from a bert_tf directory, run or .keras "
+                        "file, to bert_tf, or a classifier to kerashub)")
     parser.add_argument("--vocab_file", help="vocab to record (and check against the input)")
     casing = parser.add_mutually_exclusive_group()
     casing.add_argument("--lower_case", dest="lower_case", action="store_true", default=None)
@@ -76,11 +79,11 @@ def main(argv=None):
     try:
         # Formats without a tokenizer contract of their own ignore it.
         loading.save(model, args.output, args.target_format, vocab, lower_case,
-                     result.tokenizer_contract)
+                     result.tokenizer_contract, result.task_record)
     except MissingDependencyError as e:  # writing Model Garden checkpoints or KerasHub presets
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except ValueError as e:  # a model the target format cannot hold, e.g. KerasHub's fixed GELU
+    except ValueError as e:  # a model the target format cannot hold, e.g. KerasHub's GELU
         print(f"error: {e}", file=sys.stderr)
         return 2
     report = {
@@ -94,6 +97,7 @@ def main(argv=None):
         "variables_initialised": result.initialised,
         "encoder_config": encoder.encoder_config.to_dict(),
         "tokenizer_contract": result.tokenizer_contract,
+        "task": result.task_record.to_dict() if result.task_record else None,
     }
     print(json.dumps(report, indent=2))
     return 0

@@ -39,14 +39,19 @@ from bert_tf.checkpoints import (
     native,
     weight_map,
 )
+from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.encoder_config import EncoderConfig
+from bert_tf.models.task_model import TaskModel
 from bert_tf.models.text_model import TextModel
 from bert_tf.registry import Registry
 from bert_tf.text import tokenizer_contract as contracts
 
-MODEL_TYPES = ("encoder", "pretrainer")
+# What `load` builds: the encoder, the encoder with MLM/NSP heads, or the
+# model as it was trained (`task`: a fine-tuned model with its head).
+MODEL_TYPES = ("encoder", "pretrainer", "task")
 
 
 @dataclasses.dataclass
@@ -60,6 +65,7 @@ class LoadResult:
     initialised: list
     tokenizer_contract: dict | None = None
     vocab_file: str | None = None
+    task_record: TaskRecord | None = None
 
 
 @dataclasses.dataclass
@@ -78,7 +84,8 @@ class CheckpointFormat(abc.ABC):
     Subclasses set `name` (the key in `FORMATS`, the `--from`/`--to` value of
     the converter), `writable` (False: `save` is refused) and `holds_heads`
     (False: the format stores an encoder only, and saving a pretrainer is
-    refused rather than its MLM/NSP heads dropped).
+    refused rather than its MLM/NSP heads dropped). A format that stores a
+    fine-tuned model's head says which models in `holds_task_model`.
     """
 
     name: str = ""
@@ -112,17 +119,28 @@ class CheckpointFormat(abc.ABC):
              use_nsp: bool = True, dtype: str | None = None) -> LoadResult:
         """Loads `path` into a new model of `model_type`; see `loading.load`."""
 
-    def save(self, model: Any, directory: str, vocab_file: str | None = None,
-             lower_case: bool | None = None,
-             tokenizer_contract: dict | None = None) -> str:
-        """Writes an encoder or pretrainer into `directory`; returns what was written.
+    def holds_task_model(self, model: Any) -> bool:
+        """Whether `save` writes this fine-tuned model (a `TaskModel`) with its head.
 
         Args:
-          model: a `BertEncoder` or `BertPretrainer`.
+          model: a task model, e.g. a `BertClassifier`.
+        """
+        return False
+
+    def save(self, model: Any, directory: str, vocab_file: str | None = None,
+             lower_case: bool | None = None, tokenizer_contract: dict | None = None,
+             task_record: TaskRecord | None = None) -> str:
+        """Writes an encoder, a pretrainer or a task model it holds; returns what was written.
+
+        Args:
+          model: a `BertEncoder`, a `BertPretrainer`, or a task model for which
+            `holds_task_model` is true.
           directory: the output directory (created).
           vocab_file: copied beside the weights when given.
           lower_case: the tokenizer's casing, recorded where the format can.
           tokenizer_contract: bert_tf only: the contract to record.
+          task_record: a task model's record (its labels, inputs and length), for
+            the formats that store it.
         """
         raise _not_writable(self.name)
 
@@ -168,24 +186,38 @@ class WeightsFormat(CheckpointFormat):
             contract = contracts.contract_from_vocab(vocab, lower_case)
         return CheckpointInfo(self.name, config, contract, vocab)
 
+    def checked_contract(self, path: str, info: CheckpointInfo, vocab_file: str | None,
+                         lower_case: bool | None) -> dict | None:
+        """The tokenizer contract to record: the checkpoint's, checked against `vocab_file`.
+
+        Raises:
+          TokenizerContractError: `vocab_file` does not match the checkpoint.
+        """
+        contract = info.tokenizer_contract
+        if not vocab_file:
+            return contract
+        if lower_case is None:
+            lower_case = (contract["lower_case"] if contract
+                          else contracts.guess_lower_case(vocab_file))
+        if contract:
+            contracts.check_contract(contract, vocab_file, lower_case, source=path)
+        else:
+            contract = contracts.contract_from_vocab(vocab_file, lower_case)
+        if contract["vocab_size"] != info.encoder_config.vocab_size:
+            raise contracts.TokenizerContractError(
+                f"vocab {vocab_file} has {contract['vocab_size']} tokens but the "
+                f"checkpoint {path} has vocab_size {info.encoder_config.vocab_size}")
+        return contract
+
     def load(self, path, model_type, hidden_act=None, vocab_file=None, lower_case=None,
              use_nsp=True, dtype=None):
+        if model_type == "task":
+            raise ValueError(f"{path}: a {self.name} checkpoint holds no fine-tuned head; "
+                             "--model task reads bert_tf directories, training runs and "
+                             ".keras files")
         info = self.describe(path, hidden_act)
-        config, contract = info.encoder_config, info.tokenizer_contract
-        if vocab_file:
-            if lower_case is None:
-                lower_case = (contract["lower_case"] if contract
-                              else contracts.guess_lower_case(vocab_file))
-            if contract:
-                contracts.check_contract(contract, vocab_file, lower_case, source=path)
-            else:
-                contract = contracts.contract_from_vocab(vocab_file, lower_case)
-            if contract["vocab_size"] != config.vocab_size:
-                raise contracts.TokenizerContractError(
-                    f"vocab {vocab_file} has {contract['vocab_size']} tokens but the "
-                    f"checkpoint {path} has vocab_size {config.vocab_size}")
-
-        encoder = BertEncoder.from_encoder_config(config, dtype=dtype)
+        contract = self.checked_contract(path, info, vocab_file, lower_case)
+        encoder = BertEncoder.from_encoder_config(info.encoder_config, dtype=dtype)
         model = encoder if model_type == "encoder" else BertPretrainer(encoder, use_nsp=use_nsp)
         slots = weight_map.model_slots(model)
         head_names = {slot.name for slot in slots} - {
@@ -226,12 +258,35 @@ class NativeFormat(WeightsFormat):
             return native.read_newest_arrays(path, slots)[1]
         return native.read_chosen_arrays(path, slots)
 
-    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+    def load(self, path, model_type, hidden_act=None, vocab_file=None, lower_case=None,
+             use_nsp=True, dtype=None):
+        if model_type != "task":
+            return super().load(path, model_type, hidden_act, vocab_file, lower_case, use_nsp,
+                                dtype)
+        # The model as trained: the class, head and record that bert_tf_model.json names.
+        directory = _source_dir(path)
+        source = os.path.join(directory, native.METADATA_NAME)
+        metadata = native.read_metadata(directory)
+        record = (TaskRecord.from_dict(metadata["task"], f"{source} 'task'")
+                  if "task" in metadata else None)
+        model = native.build_model(metadata, source, dtype)
+        contract = self.checked_contract(path, self.describe(path), vocab_file, lower_case)
+        slots = weight_map.task_slots(model)
+        loaded = assign.assign_to_slots(slots, self.read_arrays(path, slots),
+                                        f"{self.name} checkpoint {path}")
+        return LoadResult(model, self.name, path, loaded, [], contract,
+                          vocab_file or _shipped_vocab(path), record)
+
+    def holds_task_model(self, model):
+        return True
+
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None,
+             task_record=None):
         if tokenizer_contract is None and vocab_file:
             if lower_case is None:
                 lower_case = contracts.guess_lower_case(vocab_file)
             tokenizer_contract = contracts.contract_from_vocab(vocab_file, lower_case)
-        return native.save(model, directory, tokenizer_contract, vocab_file)
+        return native.save(model, directory, tokenizer_contract, vocab_file, task_record)
 
 
 class KerasFormat(CheckpointFormat):
@@ -251,13 +306,16 @@ class KerasFormat(CheckpointFormat):
         model = keras.saving.load_model(path)
         if isinstance(model, TextModel):
             model = model.task_model  # a raw-text model: the weights are its task model's
-        if model_type == "encoder":
+        if model_type == "task":
+            if not isinstance(model, (BertEncoder, TaskModel)):
+                raise ValueError(f"{path}: holds a {type(model).__name__}, not a bert_tf model")
+        elif model_type == "encoder":
             model = getattr(model, "encoder", model)
             if not isinstance(model, BertEncoder):
                 raise ValueError(f"{path}: holds a {type(model).__name__}, not a bert_tf model")
         elif not isinstance(model, BertPretrainer):
             raise ValueError(f"{path}: holds a {type(model).__name__}, not a BertPretrainer")
-        names = [slot.name for slot in weight_map.model_slots(model)]
+        names = [slot.name for slot in weight_map.task_slots(model)]
         return LoadResult(model, self.name, path, names, [])
 
 
@@ -284,7 +342,8 @@ class HuggingFaceFormat(WeightsFormat):
     def read_arrays(self, path, slots):
         return hugging_face.arrays_for_slots(hugging_face.read_state_dict(path), slots)
 
-    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None,
+             task_record=None):
         return hugging_face.write(model, directory, vocab_file, lower_case)
 
 
@@ -323,7 +382,8 @@ class GoogleFormat(TfCheckpointFormat):
         prefix = google_tf1.checkpoint_prefix(path)
         return google_tf1.read_arrays(prefix, {slot.name: slot.kind for slot in slots})
 
-    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None,
+             task_record=None):
         return google_tf1.write(model, directory, vocab_file)
 
 
@@ -356,7 +416,8 @@ class ModelGardenFormat(TfCheckpointFormat):
     def read_arrays(self, path, slots):
         return model_garden.read_checkpoint_arrays(google_tf1.checkpoint_prefix(path), slots)
 
-    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None,
+             task_record=None):
         storage.makedirs(directory, exist_ok=True)
         encoder = getattr(model, "encoder", model)
         prefix = model_garden.write_checkpoint(encoder, directory)
@@ -398,8 +459,15 @@ class KerasHubFormat(WeightsFormat):
     def read_arrays(self, path, slots):
         return keras_hub_preset.read_arrays(path, slots)
 
-    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
-        return keras_hub_preset.write_preset(model, directory, vocab_file, lower_case)
+    def holds_task_model(self, model):
+        # KerasHub's BertTextClassifier: dropout and a dense layer on the pooled output.
+        return isinstance(model, BertClassifier)
+
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None,
+             task_record=None):
+        sequence_length = task_record.max_seq_length if task_record else None
+        return keras_hub_preset.write_preset(model, directory, vocab_file, lower_case,
+                                             sequence_length)
 
 
 # Format name -> format, in detection order: the first whose `detect` holds wins.
@@ -455,14 +523,19 @@ def check_holds(fmt: CheckpointFormat, model: Any) -> None:
 
     Args:
       fmt: the format to write.
-      model: a `BertEncoder` or `BertPretrainer`.
+      model: a `BertEncoder`, `BertPretrainer` or fine-tuned task model.
 
     Raises:
-      ValueError: `model` is a pretrainer and `fmt` holds an encoder only.
+      ValueError: `model` is a pretrainer and `fmt` holds an encoder only, or a
+        task model whose head `fmt` cannot store.
     """
-    if isinstance(model, BertPretrainer) and not fmt.holds_heads:
-        raise ValueError(f"format {fmt.name!r} holds an encoder only: the pretrainer's MLM and "
-                         "NSP heads would be lost; write its encoder (--model encoder)")
+    if isinstance(model, BertPretrainer):
+        if not fmt.holds_heads:
+            raise ValueError(f"format {fmt.name!r} holds an encoder only: the pretrainer's MLM "
+                             "and NSP heads would be lost; write its encoder (--model encoder)")
+    elif isinstance(model, TaskModel) and not fmt.holds_task_model(model):
+        raise ValueError(f"format {fmt.name!r} cannot hold the head of a "
+                         f"{type(model).__name__}; write its encoder (--model encoder)")
 
 
 def detect_format(path: str) -> str:

@@ -7,6 +7,8 @@ A preset is a directory:
     tokenizer.json                     the BertTokenizer (its `lowercase`)
     assets/tokenizer/vocabulary.txt    the WordPiece vocabulary
     metadata.json                      KerasHub and Keras versions
+    task.json, task.weights.h5         a task model and its head's weights, when one
+                                       was saved (`BertTextClassifier`)
 
 `BertBackbone` is a post-LayerNorm BERT with the tanh GELU and LayerNorm
 epsilon 1e-12, both fixed; one `dropout` rate covers every dropout. Its
@@ -38,6 +40,7 @@ from bert_tf import storage
 from bert_tf.checkpoints import weight_map
 from bert_tf.checkpoints.json_file import read_json_object
 from bert_tf.layers.activations import TANH_GELU_NAMES
+from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.encoder_config import EncoderConfig
 from bert_tf.optional_imports import import_optional
 
@@ -344,34 +347,53 @@ def to_backbone(encoder):
     return backbone
 
 
-def write_preset(model, directory: str, vocab_file: str | None,
-                 lower_case: bool | None = None) -> str:
-    """Writes `model`'s encoder as a KerasHub preset that `BertBackbone.from_preset` loads.
+def _text_classifier(classifier, backbone, preprocessor, keras_hub):
+    """A `keras_hub.models.BertTextClassifier` holding `classifier`'s head.
 
-    The preset also holds a `BertTokenizer` and a `BertTextClassifierPreprocessor`
-    padding to `max_position_embeddings`, so
-    `BertTextClassifier.from_preset(directory, num_classes=...)` takes raw strings.
-    Given a pretrainer, its encoder alone is written (`loading.save` refuses a
-    pretrainer instead, rather than drop its MLM/NSP heads).
+    Both classify the pooled output after dropout with one dense layer
+    (KerasHub's `output_dense`, ours `classification_head/dense`); no
+    activation, so both give logits (a score when `num_classes` is 1).
+    """
+    task = keras_hub.models.BertTextClassifier(
+        backbone, num_classes=classifier.num_classes, preprocessor=preprocessor,
+        dropout=classifier.dropout)
+    task.output_dense.kernel.assign(classifier.head.dense.kernel.numpy())
+    task.output_dense.bias.assign(classifier.head.dense.bias.numpy())
+    return task
+
+
+def write_preset(model, directory: str, vocab_file: str | None,
+                 lower_case: bool | None = None, sequence_length: int | None = None) -> str:
+    """Writes `model` as a KerasHub preset that `BertBackbone.from_preset` loads.
+
+    The preset also holds a `BertTokenizer` and a `BertTextClassifierPreprocessor`,
+    so `BertTextClassifier.from_preset(directory, num_classes=...)` takes raw
+    strings. Given a fine-tuned `BertClassifier`, its head is written too, as
+    a `BertTextClassifier` task: `BertTextClassifier.from_preset(directory)`
+    then predicts as the classifier does. Given a pretrainer, its encoder
+    alone is written (`loading.save` refuses a pretrainer instead, rather than
+    drop its MLM/NSP heads).
 
     Args:
-      model: a `BertEncoder` or `BertPretrainer`.
+      model: a `BertEncoder`, `BertPretrainer` or `BertClassifier`.
       directory: the output directory (created).
       vocab_file: the WordPiece vocabulary, with [PAD], [UNK], [CLS], [SEP] and [MASK];
         required, as the presets this module reads ship one.
       lower_case: the tokenizer's casing (guessed from the vocabulary when None).
         Lower-casing also strips accents, as BERT's uncased tokenizer does.
+      sequence_length: the preprocessor's padded length, e.g. the length a
+        classifier was fine-tuned with; None: `max_position_embeddings`.
 
     Raises:
       ValueError: no `vocab_file`, or the encoder does not fit `BertBackbone` (see
         `to_backbone`).
       MissingDependencyError: keras-hub is not installed.
     """
+    from bert_tf.text import tokenizer_contract as contracts
+
     if not vocab_file:
         raise ValueError(f"{directory}: a KerasHub preset ships its tokenizer; give the "
                          "vocabulary (vocab_file, or --vocab_file)")
-    from bert_tf.text import tokenizer_contract as contracts
-
     keras_hub = _keras_hub("the KerasHub export")
     backbone = to_backbone(getattr(model, "encoder", model))
     if lower_case is None:
@@ -382,8 +404,12 @@ def write_preset(model, directory: str, vocab_file: str | None,
     # KerasHub's preprocessors pad to 512 by default: longer than a smaller
     # position table, so the classifier's preprocessor is written with ours.
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
-        tokenizer, sequence_length=backbone.max_sequence_length)
+        tokenizer, sequence_length=sequence_length or backbone.max_sequence_length)
     with _local_directory(directory) as local:
-        backbone.save_to_preset(local)
-        preprocessor.save_to_preset(local)  # with the tokenizer and its vocabulary
+        if isinstance(model, BertClassifier):
+            # Saves the backbone, the preprocessor with its tokenizer, and the task.
+            _text_classifier(model, backbone, preprocessor, keras_hub).save_to_preset(local)
+        else:
+            backbone.save_to_preset(local)
+            preprocessor.save_to_preset(local)  # with the tokenizer and its vocabulary
     return directory

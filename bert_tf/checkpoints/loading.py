@@ -18,6 +18,7 @@ from bert_tf.checkpoints.formats import (
     LoadResult,
     detect_format,
 )
+from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.layers.text_preprocessor import TextPreprocessor
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
@@ -46,13 +47,15 @@ def load(path: str, model_type: str = "encoder", format: str | None = None,
          hidden_act: str | None = None, vocab_file: str | None = None,
          lower_case: bool | None = None, use_nsp: bool = True,
          dtype: str | None = None) -> LoadResult:
-    """Loads a checkpoint into a new `BertEncoder` or `BertPretrainer`.
+    """Loads a checkpoint into a new `BertEncoder`, `BertPretrainer` or task model.
 
     Args:
       path: checkpoint directory, file or prefix.
-      model_type: "encoder" or "pretrainer". A pretrainer loaded from a
+      model_type: "encoder", "pretrainer" or "task". A pretrainer loaded from a
         checkpoint without pretraining heads gets freshly initialised heads
-        (listed in `LoadResult.initialised`).
+        (listed in `LoadResult.initialised`). "task" loads the model as it was
+        trained, head included (a bert_tf directory or training run, or a
+        `.keras` file), with its `LoadResult.task_record` when one is recorded.
       format: one of `FORMATS`; detected when None.
       hidden_act: overrides the activation (Model Garden checkpoints do not
         record it; Google's "gelu" is read as the tanh form).
@@ -67,7 +70,8 @@ def load(path: str, model_type: str = "encoder", format: str | None = None,
         malformed checkpoint, or weights that do not fit.
     """
     if model_type not in formats.MODEL_TYPES:
-        raise ValueError(f"model_type must be 'encoder' or 'pretrainer', got {model_type!r}")
+        raise ValueError(f"model_type must be one of {', '.join(formats.MODEL_TYPES)}, "
+                         f"got {model_type!r}")
     fmt = formats.get_format(format or detect_format(path))
     return fmt.load(path, model_type, hidden_act=hidden_act, vocab_file=vocab_file,
                     lower_case=lower_case, use_nsp=use_nsp, dtype=dtype)
@@ -210,22 +214,27 @@ def load_preprocessor(path: str, max_seq_length: int = 128, format: str | None =
 
 
 def save(model: Any, directory: str, format: str = "bert_tf", vocab_file: str | None = None,
-         lower_case: bool | None = None, tokenizer_contract: dict | None = None) -> str:
-    """Writes an encoder or pretrainer in a writable format of `FORMATS`.
+         lower_case: bool | None = None, tokenizer_contract: dict | None = None,
+         task_record: TaskRecord | None = None) -> str:
+    """Writes an encoder, a pretrainer or a fine-tuned model in a writable format of `FORMATS`.
 
     Args:
-      model: a `BertEncoder` or `BertPretrainer`.
+      model: a `BertEncoder`, a `BertPretrainer`, or a task model whose head the
+        format holds (bert_tf: every one; KerasHub: a `BertClassifier`).
       directory: the output directory.
-      format: "bert_tf", "google", "hf", "garden" or another registered writable format.
+      format: "bert_tf", "google", "hf", "garden", "kerashub" or another registered
+        writable format.
       vocab_file: copied beside the weights (and its contract recorded by bert_tf).
       lower_case: the tokenizer's casing, recorded where the format can.
       tokenizer_contract: bert_tf only: the contract to record as is.
+      task_record: a task model's record (`LoadResult.task_record`): bert_tf
+        stores it; KerasHub pads its preprocessor to its `max_seq_length`.
 
     Raises:
-      ValueError: `format` is unknown or read only, or holds an encoder only
-        (Model Garden, KerasHub) and `model` is a pretrainer.
+      ValueError: `format` is unknown or read only, or cannot hold `model`'s heads
+        (Model Garden and KerasHub hold no pretraining heads).
     """
     writer = formats.get_writer(format)
     formats.check_holds(writer, model)
     return writer.save(model, directory, vocab_file=vocab_file, lower_case=lower_case,
-                       tokenizer_contract=tokenizer_contract)
+                       tokenizer_contract=tokenizer_contract, task_record=task_record)

@@ -31,7 +31,8 @@ class NpzFormat(formats.WeightsFormat):
         with np.load(os.path.join(path, "weights.npz")) as stored:
             return {slot.name: stored[slot.name] for slot in slots if slot.name in stored}
 
-    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None):
+    def save(self, model, directory, vocab_file=None, lower_case=None, tokenizer_contract=None,
+             task_record=None):
         os.makedirs(directory, exist_ok=True)
         encoder = getattr(model, "encoder", model)
         with open(os.path.join(directory, "toy_config.json"), "w") as f:

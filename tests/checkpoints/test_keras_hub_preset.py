@@ -15,11 +15,15 @@ import uuid
 import keras_hub
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import bert_tf
 from bert_tf import convert, storage
-from bert_tf.checkpoints import keras_hub_preset, loading, weight_map
-from bert_tf.models import BertEncoder
+from bert_tf.checkpoints import keras_hub_preset, loading, native, weight_map
+from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.layers import TextPreprocessor
+from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier
+from bert_tf.text import tokenizer_contract as contracts
 from bert_tf.optional_imports import MissingDependencyError
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
@@ -293,3 +297,114 @@ def test_a_preset_goes_to_object_storage_and_back_through_a_removed_local_copy(
     for slot in slots:
         np.testing.assert_array_equal(arrays[slot.name], slot.variable.numpy(), err_msg=slot.name)
     assert not os.listdir(staging)  # the local copies were removed
+
+
+def _fine_tuned_classifier_dir(tmp_path, num_classes=3, max_seq_length=24):
+    """A bert_tf directory of a fine-tuned classifier (random encoder and head), as
+    a fine-tuning run leaves it: class, head, task record, vocabulary and contract."""
+    classifier = BertClassifier(_random_encoder(), num_classes=num_classes, dropout=0.2)
+    _randomise(classifier.head.weights, seed=7)
+    vocab = _vocab_file(tmp_path)
+    record = TaskRecord(kind="classifier" if num_classes > 1 else "regressor", name="glue",
+                        max_seq_length=max_seq_length, text_inputs=1,
+                        label_names=[f"label_{i}" for i in range(num_classes)]
+                        if num_classes > 1 else None)
+    directory = str(tmp_path / "fine_tuned")
+    native.save(classifier, directory, contracts.contract_from_vocab(vocab, True), vocab, record)
+    return classifier, directory
+
+
+@pytest.mark.slow  # compiles KerasHub's predict step
+def test_a_fine_tuned_classifier_goes_out_with_its_head(tmp_path, capsys):
+    classifier, directory = _fine_tuned_classifier_dir(tmp_path)
+    preset = str(tmp_path / "preset")
+    assert convert.main(["--input", directory, "--model", "task", "--to", "kerashub",
+                         "--output", preset]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"] == "BertClassifier" and report["task"]["kind"] == "classifier"
+
+    # KerasHub's task, with the head and the fine-tuned length, from the preset alone.
+    task = keras_hub.models.BertTextClassifier.from_preset(preset)
+    assert (task.num_classes, task.dropout) == (3, 0.2)
+    assert task.preprocessor.sequence_length == 24
+    sentences = ["the film was very good", "it was not good", "a bad film", "very very bad"]
+    theirs = task.predict(sentences, verbose=0)
+    preprocessor = TextPreprocessor(_vocab_file(tmp_path), lower_case=True, max_seq_length=24)
+    ours = classifier(preprocessor(tf.constant(sentences)), training=False)["logits"]
+    difference = max_abs_diff(ours, theirs)
+    print(f"bert_tf classifier -> KerasHub BertTextClassifier: logits {difference:.3g}")
+    assert difference <= PARITY
+    # The spread of the logits is far above the tolerance: a lost head would show.
+    assert np.ptp(theirs) > 100 * PARITY
+    # The preset's backbone is the classifier's encoder.
+    back = bert_tf.load_encoder(preset)
+    for a, b in zip(weight_map.encoder_slots(classifier.encoder), weight_map.encoder_slots(back),
+                    strict=True):
+        np.testing.assert_array_equal(a.variable.numpy(), b.variable.numpy(), err_msg=a.name)
+
+
+def test_a_fine_tuned_regressor_keeps_its_one_score(tmp_path, capsys):
+    classifier, directory = _fine_tuned_classifier_dir(tmp_path, num_classes=1)
+    preset = str(tmp_path / "preset")
+    assert convert.main(["--input", directory, "--model", "task", "--to", "kerashub",
+                         "--output", preset]) == 0
+    task = keras_hub.models.BertTextClassifier.from_preset(preset)
+    inputs = {key: value[:, :16] for key, value in INPUTS.items()}
+    theirs = task(inputs, training=False)
+    assert theirs.shape == (3, 1)
+    assert max_abs_diff(classifier(inputs, training=False)["logits"], theirs) <= PARITY
+
+
+def test_the_default_converts_the_encoder_of_a_fine_tuned_model(tmp_path, capsys):
+    _, directory = _fine_tuned_classifier_dir(tmp_path)
+    preset = str(tmp_path / "preset")
+    assert convert.main(["--input", directory, "--to", "kerashub", "--output", preset]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "BertEncoder"
+    assert not os.path.exists(os.path.join(preset, "task.json"))
+
+
+@pytest.mark.parametrize("source, target, message", [
+    # A head KerasHub has no task for.
+    ("token_classifier", "kerashub",
+     "error: format 'kerashub' cannot hold the head of a BertTokenClassifier; "
+     "write its encoder (--model encoder)\n"),
+    # A format of encoders and pretrainers only.
+    ("classifier", "hf",
+     "error: format 'hf' cannot hold the head of a BertClassifier; "
+     "write its encoder (--model encoder)\n"),
+    # A source without a fine-tuned head.
+    ("preset", "bert_tf",
+     "error: {input}: a kerashub checkpoint holds no fine-tuned head; --model task reads "
+     "bert_tf directories, training runs and .keras files\n"),
+])
+def test_a_head_that_cannot_travel_is_refused_in_one_line(tmp_path, capsys, kerashub_preset,
+                                                          source, target, message):
+    if source == "token_classifier":
+        model = BertTokenClassifier(_random_encoder(), num_labels=4)
+        source = str(tmp_path / "tagger")
+        native.save(model, source, None, _vocab_file(tmp_path),
+                    TaskRecord(kind="token_classifier", name="ner", max_seq_length=16,
+                               label_names=["O", "B", "I", "X"]))
+    elif source == "classifier":
+        source = _fine_tuned_classifier_dir(tmp_path)[1]
+    else:
+        source = kerashub_preset[1]
+    out = str(tmp_path / "out")
+    code = convert.main(["--input", source, "--model", "task", "--to", target, "--output", out])
+    assert (code, capsys.readouterr().err) == (2, message.format(input=source))
+    assert not os.path.exists(out)
+
+
+def test_a_classifier_saved_by_keras_goes_out_with_its_head(tmp_path, capsys):
+    classifier, _ = _fine_tuned_classifier_dir(tmp_path, num_classes=2)
+    keras_file = str(tmp_path / "classifier.keras")
+    classifier.save(keras_file)
+    preset = str(tmp_path / "preset")
+    assert convert.main(["--input", keras_file, "--model", "task", "--to", "kerashub",
+                         "--vocab_file", _vocab_file(tmp_path), "--output", preset]) == 0
+    task = keras_hub.models.BertTextClassifier.from_preset(preset)
+    # Without a task record the preprocessor pads to the position table.
+    assert task.preprocessor.sequence_length == TINY.max_position_embeddings
+    inputs = {key: value[:, :16] for key, value in INPUTS.items()}
+    assert max_abs_diff(classifier(inputs, training=False)["logits"],
+                        task(inputs, training=False)) <= PARITY
