@@ -23,8 +23,8 @@ from bert_tf.checkpoints import keras_hub_preset, loading, native, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
 from bert_tf.layers import TextPreprocessor
 from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier
-from bert_tf.text import tokenizer_contract as contracts
 from bert_tf.optional_imports import MissingDependencyError
+from bert_tf.text import tokenizer_contract as contracts
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
