@@ -113,8 +113,14 @@ def main(path):
 
     lock = threading.Lock()
     in_flight = [0, 0]  # now, most at once
+    threads = request["threads"]
+    # Every batch of orders starts together: without it a thread pool may finish one
+    # order of fast requests (a tiny ONNX model, refusals) before the next thread starts,
+    # and the run would prove little about requests served side by side.
+    start_together = threading.Barrier(threads, timeout=120)
 
     def serve(order):
+        start_together.wait()
         seen = []
         for index in order:
             key, function, inputs = calls[index]
@@ -131,7 +137,6 @@ def main(path):
     shuffle = random.Random(0)
     concurrent_outcomes = {key: {} for key, _, _ in calls}
     rss = []
-    threads = request["threads"]
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         for _ in range(request["warmup_rounds"] + request["rounds"]):
             for indices in by_signature.values():

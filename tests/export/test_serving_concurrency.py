@@ -191,12 +191,22 @@ def served(request, exports, int8_exports, tokenizer, tmp_path_factory):
 INT8_KINDS = ("classifier", "regressor", "span_labeler", "token_classifier")
 
 
+# Requests that must have been in flight at once at some moment. A SavedModel call
+# waits on TensorFlow's executor threads, so all 8 threads get in (8 measured on 2
+# cores). A tiny ONNX model answers in microseconds while ONNX Runtime's own threads
+# keep both cores busy, so only about as many requests as cores overlap (2 and 3
+# measured on 2 cores): two in flight is what proves a shared session served side by side.
+LEAST_IN_FLIGHT = {"tensorflow": THREADS // 2, "onnxruntime": 2}
+
+
 def test_requests_ran_concurrently_on_every_kind(served, exports):
     result, expected = served
-    assert result["max_in_flight"] >= THREADS // 2
     names = {key.split("/")[0] for key in expected}
-    assert names in ({*exports, *(f"{kind}@int8" for kind in INT8_KINDS)},
-                     {"onnx_float32", "onnx_int8"})
+    runtimes = {"tensorflow": {*exports, *(f"{kind}@int8" for kind in INT8_KINDS)},
+                "onnxruntime": {"onnx_float32", "onnx_int8"}}
+    runtime = "onnxruntime" if "onnx_float32" in names else "tensorflow"
+    assert names == runtimes[runtime]
+    assert result["max_in_flight"] >= LEAST_IN_FLIGHT[runtime]
     calls = THREADS * (WARMUP_ROUNDS + ROUNDS)
     assert all(sum(counts.values()) == calls for counts in result["concurrent"].values())
 
