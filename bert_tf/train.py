@@ -91,7 +91,8 @@ def init_checkpoint_problem(init_checkpoint, model_dir):
                                         path_args.CHECKPOINT)
 
 
-def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_change=False):
+def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_change=False,
+        plan=None):
     """Sets up TensorFlow for `experiment.runtime`, then trains; returns the exit code.
 
     Args:
@@ -100,6 +101,9 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
       model_dir: the run directory (resumed when it holds a checkpoint).
       init_checkpoint: weights for a fresh run.
       allow_data_change: resume although the training data settings changed.
+      plan: a `bert_tf.training.progress.RunPlan` when this training is one
+        phase of several (the demo's): the progress bar names the phase and
+        estimates the whole run.
     """
     import keras
     import tensorflow as tf
@@ -130,7 +134,7 @@ def run(task_class, experiment, model_dir, init_checkpoint=None, allow_data_chan
         # Resolves the experiment (fine-tuning takes the encoder and vocabulary from the
         # checkpoint), validates it and checks model_dir's run before building anything.
         run_trainer = trainer.Trainer(task, experiment, model_dir, strategy, init_checkpoint,
-                                      allow_data_change=allow_data_change)
+                                      allow_data_change=allow_data_change, plan=plan)
         result = run_trainer.train()
     except lost_workers.LostWorkerError as e:
         logging.debug("a worker was lost", exc_info=True)

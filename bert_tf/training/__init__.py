@@ -29,7 +29,7 @@ One job per module:
     fixed_shapes.py     what a TPU needs of the training batches: one shape every step
     inference.py        the model in inference mode as one traced function
     summaries.py        TensorBoard event files: model_dir/train and model_dir/eval
-    progress.py         the console's progress line
+    progress.py         the console's progress line; a multi-phase run's plan for its ETA
     profiler.py         TensorFlow's profiler over trainer.profile_steps
     heap_release.py     hands freed heap memory back to the operating system
 """

@@ -68,15 +68,19 @@ class Trainer:
       stream: where the progress bar goes (default stdout).
       allow_data_change: resume although the training data or batching
         settings differ from the run's `params.yaml`.
+      plan: when this training is one phase of several, the run's phases and
+        which one this is (`progress.RunPlan`): the progress bar names the
+        phase and estimates the whole run. None: a run of one training.
     """
 
     def __init__(self, task, experiment, model_dir, strategy, init_checkpoint=None, stream=None,
-                 allow_data_change=False):
+                 allow_data_change=False, plan=None):
         self.task = task
         self.model_dir = model_dir
         self.strategy = strategy
         self.init_checkpoint = init_checkpoint
         self.stream = stream
+        self.plan = plan
         self.chief = strategies.is_chief(strategy)
         self.multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         # The policy of the run this one may resume (read before params.yaml is rewritten):
@@ -279,7 +283,8 @@ class Trainer:
 
     def _open_loop(self, writers):
         """The `LoopState` of this call: progress, signal watch, preemption, profiler."""
-        progress = Progress(int(self.step.numpy()), self.config.train_steps, self.stream)
+        progress = Progress(int(self.step.numpy()), self.config.train_steps, self.stream,
+                            plan=self.plan)
         handler = preemption_handler(self.strategy, self.checkpoint, self.step)
         # Under TensorFlow's preemption handling that handler owns SIGTERM; this one then
         # only bounds the wait for a step boundary.
