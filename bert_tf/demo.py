@@ -4,8 +4,9 @@ The README's main job: a BERT of BERT-mini's size (L4/H256/A4) learns masked
 LM and next-sentence prediction on a Wikipedia excerpt in two phases, as the
 paper trains at length 128 and then 512: 720 steps of batch 128 at length 64,
 then 80 steps of batch 64 at length 128 from those weights. How long that takes
-depends on the CPU (the log shows the progress and an ETA from the first steps
-on). It
+depends on the CPU: from the first steps on, the progress bar names the phase
+and its ETA covers both phases (`phase_plans`), and a line says what runs
+between them. It
   1. finds the Wikipedia pages-articles excerpt that the `gensim` wheel ships
      in its test data (the `demo` extra installs gensim), with importlib.resources;
   2. turns it into a BERT corpus (one sentence per line, blank line between
@@ -230,6 +231,60 @@ def summary_screen(model_dir: str, phases: list[TrainedPhase], seconds: float) -
     return "\n".join(lines)
 
 
+def step_matmul_flops(experiment) -> float:
+    """Matmul FLOPs of one training step of a pretraining `experiment`: 3x the forward pass.
+
+    The encoder's dense layers (Q, K, V, output, feed-forward) and attention
+    scores for every row at full length, the pooler, and the MLM head over the
+    row's prediction slots (more slots in a packed row); the backward pass
+    counted as twice the forward. Embedding lookups, softmaxes and layer norms
+    are left out: at BERT's sizes the matmuls are nearly all of a step's time.
+
+    Args:
+      experiment: a resolved or loaded pretraining experiment.
+    """
+    from bert_tf.data import packing
+
+    encoder, data = experiment.model.encoder, experiment.data
+    h, i, s = encoder.hidden_size, encoder.intermediate_size, data.max_seq_length
+    predictions = data.max_predictions_per_seq
+    if data.max_sequences_per_row > 1:
+        predictions = packing.max_packed_predictions(
+            s, data.max_sequences_per_row, predictions, data.masked_lm_prob)
+    per_token_layer = 2 * 4 * h * h + 2 * 2 * h * i + 2 * 2 * s * h  # QKVO, FFN, QK^T and PV
+    forward = s * encoder.num_layers * per_token_layer + 2 * h * h  # + the pooler
+    forward += predictions * (2 * h * h + 2 * h * encoder.vocab_size)  # MLM transform, logits
+    return 3.0 * experiment.trainer.global_batch_size * forward
+
+
+def phase_plans(experiments) -> tuple:
+    """The demo's phases as the progress bar plans them (`progress.RunPlan`).
+
+    A phase is named by its length, and its step costs its matmul FLOPs
+    (`step_matmul_flops`): phase 2's steps take about phase 1's measured time
+    per step times their FLOPs ratio (1.02 for the packaged phases, whose
+    steps hold the same tokens; attention and the MLM head grow with length).
+
+    Args:
+      experiments: each phase's experiment, in training order.
+    """
+    from bert_tf.training.progress import PhasePlan
+
+    return tuple(PhasePlan(f"seq {e.data.max_seq_length}", e.trainer.train_steps,
+                           step_matmul_flops(e)) for e in experiments)
+
+
+def phase_title(plans, index: int) -> str:
+    """`phase 2/2 (seq 128, 80 steps)`: how the demo's lines name a phase.
+
+    Args:
+      plans: every phase's `progress.PhasePlan` (`phase_plans`).
+      index: the phase's index in `plans`.
+    """
+    which = f"phase {index + 1}/{len(plans)}" if len(plans) > 1 else "training"
+    return f"{which} ({plans[index].name}, {plans[index].train_steps:,} steps)"
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bert_tf.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -287,16 +342,26 @@ def main(argv=None):
     except (config_lib.ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from bert_tf.training.progress import RunPlan
+
+    plans = phase_plans([experiment for _, experiment in loaded])
     started = time.monotonic()
     phases, init_checkpoint, first_step = [], None, 0
-    for (task_class, experiment), run_dir in zip(loaded, run_dirs):
-        code = train.run(task_class, experiment, run_dir, init_checkpoint)
+    for index, ((task_class, experiment), run_dir) in enumerate(zip(loaded, run_dirs)):
+        # The lines between phases: the trainer logs nothing until it builds the model.
+        title = phase_title(plans, index)
+        print(f"starting {title}: building the model and its input pipeline...", flush=True)
+        plan = RunPlan(plans, index, time.monotonic())
+        code = train.run(task_class, experiment, run_dir, init_checkpoint, plan=plan)
         trainer = experiment.trainer
         if code != 0 or not _at_last_step(run_dir, trainer.train_steps):
             return code  # failed, or stopped by a signal: a rerun resumes it
         task = task_class(experiment)
         guesses = {}
         if task.has_eval_data and trainer.eval_every:
+            batches = f"{trainer.eval_steps} held-out batch{'es' * (trainer.eval_steps != 1)}"
+            print(f"{title} done; measuring the constant-guess baselines on its {batches}...",
+                  flush=True)
             guesses = task.constant_guesses(
                 trainer.eval_batch_size or trainer.global_batch_size, trainer.eval_steps)
         phases.append(TrainedPhase(experiment, run_dir, first_step, guesses))

@@ -44,6 +44,17 @@ def test_demo_builds_corpus_and_vocab_then_trains(tmp_path, monkeypatch, capsys)
     result = subprocess.run(command, cwd=REPO, env=train_env(), capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    # Each phase's progress names it (off a terminal: log lines); a line says what runs
+    # before each phase and before each constant-guess pass.
+    assert "phase 1/2 seq 32  step 4/4  loss" in result.stderr
+    assert "phase 2/2 seq 32  step 4/4  loss" in result.stderr
+    lines = [result.stdout.index(line) for line in (
+        "starting phase 1/2 (seq 32, 4 steps): building the model",
+        "phase 1/2 (seq 32, 4 steps) done; measuring the constant-guess baselines",
+        "starting phase 2/2 (seq 32, 4 steps): building the model",
+        "phase 2/2 (seq 32, 4 steps) done; measuring the constant-guess baselines",
+        "bert_tf demo: what you got")]
+    assert lines == sorted(lines)
     corpus = model_dir / "corpus"
     with open(corpus / "vocab.txt", encoding="utf-8") as f:
         vocab = f.read().splitlines()
@@ -158,3 +169,64 @@ def test_a_phase_config_that_does_not_exist_is_a_one_line_error_before_any_train
     assert error.startswith("error: --config pretrain/no_such_phase: no such file")
     assert "Traceback" not in error
     assert not os.path.exists(model_dir / demo.FIRST_PHASE_DIR)  # phase 1 never started
+
+
+def test_the_demo_says_what_runs_before_each_phase_and_plans_the_whole_run(
+        tmp_path, monkeypatch, capsys):
+    """The lines between the phases, in order, and the plan each phase's bar gets."""
+    from bert_tf import train
+    from bert_tf.tasks.pretraining import PretrainingTask
+
+    model_dir = tmp_path / "demo"
+    corpus = model_dir / "corpus"
+    os.makedirs(corpus)
+    (corpus / "wiki.txt").write_text("One sentence.\nAnother one.\n", encoding="utf-8")
+    (corpus / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
+    plans = []
+
+    def fake_run(task_class, experiment, run_dir, init_checkpoint=None, plan=None):
+        plans.append(plan)
+        print(f"(trains {run_dir})")
+        return 0
+
+    def fake_guesses(task, batch_size, steps):
+        print(f"(counts {steps} batches at length {task.data.max_seq_length})")
+        return {}
+
+    monkeypatch.setattr(train, "run", fake_run)
+    monkeypatch.setattr(PretrainingTask, "constant_guesses", fake_guesses)
+    monkeypatch.setattr(demo, "_at_last_step", lambda run_dir, train_steps: True)
+    monkeypatch.setattr(demo, "summary_screen", lambda *args: "(the last screen)")
+    assert demo.main(["--model_dir", str(model_dir), "--dump", str(corpus / "wiki.txt")]) == 0
+    first = model_dir / demo.FIRST_PHASE_DIR
+    assert capsys.readouterr().out.splitlines() == [
+        "starting phase 1/2 (seq 64, 720 steps): building the model and its input pipeline...",
+        f"(trains {first})",
+        "phase 1/2 (seq 64, 720 steps) done; measuring the constant-guess baselines on its "
+        "8 held-out batches...",
+        "(counts 8 batches at length 64)",
+        "starting phase 2/2 (seq 128, 80 steps): building the model and its input pipeline...",
+        f"(trains {model_dir})",
+        "phase 2/2 (seq 128, 80 steps) done; measuring the constant-guess baselines on its "
+        "8 held-out batches...",
+        "(counts 8 batches at length 128)",
+        "(the last screen)"]
+    # Each phase's bar knows both phases, which one it is, and when the phase began.
+    assert [plan.current for plan in plans] == [0, 1]
+    assert [plan.label for plan in plans] == ["phase 1/2 seq 64", "phase 2/2 seq 128"]
+    assert plans[0].phases == plans[1].phases
+    assert [phase.train_steps for phase in plans[0].phases] == [720, 80]
+    assert plans[0].started <= plans[1].started
+
+
+def test_a_phase_step_costs_its_matmul_flops():
+    """Phase 2's steps hold phase 1's tokens; attention and the MLM head make them dearer."""
+    from bert_tf import tasks
+
+    first, second = (tasks.load_experiment(config)[1]
+                     for config in (demo.CONFIG, demo.SECOND_CONFIG))
+    # BERT-mini at length 64, batch 128, 22 MLM slots in a row of up to 3 sequences:
+    # 3 x 128 x (64 x 4 x (8h^2 + 4hi + 4sh) + 2h^2 + 22 x (2h^2 + 2hV)).
+    assert demo.step_matmul_flops(first) == 196_821_909_504
+    ratio = demo.step_matmul_flops(second) / demo.step_matmul_flops(first)
+    assert 1.01 < ratio < 1.03
