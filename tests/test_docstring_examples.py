@@ -11,7 +11,7 @@ import importlib
 import pytest
 
 # The public API a user meets first: the loaders `bert_tf` exports, the encoder,
-# the task models and the tokenizer.
+# the task models, the raw-text preprocessor and model, and the tokenizer.
 PUBLIC = [
     "bert_tf.checkpoints.loading.load_encoder",
     "bert_tf.checkpoints.loading.load_pretrainer",
@@ -23,6 +23,8 @@ PUBLIC = [
     "bert_tf.models.bert_token_classifier.BertTokenClassifier",
     "bert_tf.models.bert_multiple_choice.BertMultipleChoice",
     "bert_tf.models.bert_feature_tagger.BertFeatureTagger",
+    "bert_tf.models.text_model.TextModel",
+    "bert_tf.layers.text_preprocessor.TextPreprocessor",
     "bert_tf.text.tokenizer.BertTokenizer",
 ]
 

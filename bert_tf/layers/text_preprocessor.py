@@ -29,7 +29,7 @@ VOCAB_ASSET = "vocab.txt"
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class TextPreprocessor(keras.layers.Layer):
-    """Tokenizes and packs one text, or a pair of texts, into BERT encoder inputs.
+    r"""Tokenizes and packs one text, or a pair of texts, into BERT encoder inputs.
 
     Call it on a string batch [B] (or [B, 1], a scalar, a Python str or list
     of str) for single texts, or on a tuple `(first, second)` of two such
@@ -60,6 +60,25 @@ class TextPreprocessor(keras.layers.Layer):
     Raises:
       FileNotFoundError: `vocab_file` does not exist (the message names it).
       ValueError: the vocabulary lacks a special token, or a length is invalid.
+
+    Examples:
+        A tiny vocabulary (yours is the checkpoint's vocab.txt):
+
+        >>> import os, tempfile
+        >>> from bert_tf.layers import TextPreprocessor
+        >>> tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s"]
+        >>> vocab_file = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        >>> with open(vocab_file, "w") as f:
+        ...     print(*tokens, sep="\n", file=f)
+        >>> preprocessor = TextPreprocessor(vocab_file, max_seq_length=8)
+        >>> features = preprocessor(["The cats sat", "a cat"])  # "a" is [UNK]
+        >>> features["token_ids"].numpy().tolist()
+        [[2, 5, 6, 8, 7, 3, 0, 0], [2, 1, 6, 3, 0, 0, 0, 0]]
+        >>> features["padding_mask"].numpy().tolist()
+        [[1, 1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]]
+        >>> pair = preprocessor((["the cat"], ["sat"]))  # [CLS] the cat [SEP] sat [SEP]
+        >>> pair["segment_ids"].numpy().tolist()
+        [[0, 0, 0, 0, 1, 1, 0, 0]]
     """
 
     def __init__(self, vocab_file: str | None = None, lower_case: bool = True,

@@ -15,7 +15,7 @@ TEXT_INPUT_NAMES = ("text", "text_pair")
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class TextModel(keras.Model):
-    """`preprocessor` then `task_model`, as one functional model over named strings.
+    r"""`preprocessor` then `task_model`, as one functional model over named strings.
 
     Inputs: a dict of string batches [B], `text` (and `text_pair` with
     `text_inputs=2`), the names bert_tf's SavedModel exports use, so
@@ -43,6 +43,30 @@ class TextModel(keras.Model):
         `BertMultipleChoice`, or the preprocessor does not fit its encoder
         (more token ids than its vocab_size, longer sequences than its
         max_position_embeddings).
+
+    Examples:
+        A tiny vocabulary and encoder (yours come from a checkpoint, e.g.
+        `bert_tf.load_preprocessor` and `bert_tf.load_encoder`):
+
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from bert_tf.layers import TextPreprocessor
+        >>> from bert_tf.models import BertClassifier, BertEncoder, TextModel
+        >>> tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s"]
+        >>> vocab_file = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        >>> with open(vocab_file, "w") as f:
+        ...     print(*tokens, sep="\n", file=f)
+        >>> encoder = BertEncoder(vocab_size=len(tokens), hidden_size=16, num_layers=2,
+        ...                       num_heads=2, intermediate_size=32, max_position_embeddings=16)
+        >>> model = TextModel(TextPreprocessor(vocab_file, max_seq_length=8),
+        ...                   BertClassifier(encoder, num_classes=2))
+        >>> tuple(model({"text": np.array(["the cat sat", "the cats"])})["logits"].shape)
+        (2, 2)
+        >>> pairs = TextModel(TextPreprocessor(vocab_file, max_seq_length=8),
+        ...                   BertClassifier(encoder, num_classes=3), text_inputs=2)
+        >>> outputs = pairs({"text": np.array(["the cat"]), "text_pair": np.array(["sat"])})
+        >>> tuple(outputs["logits"].shape)
+        (1, 3)
     """
 
     def __init__(self, preprocessor: TextPreprocessor, task_model: keras.Model,

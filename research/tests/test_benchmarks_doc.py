@@ -14,7 +14,11 @@ import) and check what the page shows, at the page's rounding:
 - the lost-worker table is the record's, bound included;
 - the time-to-train table, its quality summary and the quality table of its NOTES.md
   are the record's, and the count of rows trained to their budget is the config's;
-- docs/evidence.md's summary of time to train and of parity quotes the same figures.
+- docs/evidence.md's summary of time to train and of parity quotes the same figures;
+- every section names its machine: a section citing a benchmark record names the CPU,
+  family and model and the core count of every machine the record lists (or says that the
+  record names none), and a section without one says that no record is committed;
+- the table of serving an export is the packing record's serve part, machine load included.
 """
 
 import ast
@@ -406,3 +410,87 @@ def test_the_pages_quote_the_target_of_the_record(path):
     results, _ = _time_to_train()
     text = " ".join(_section(path, "Time to train").split())
     assert f"{results['target']['value'] * 100:.2f} %" in text
+
+
+# ---- the machine of every section -------------------------------------------------------
+
+# How the records' `cpu` field (from /proc/cpuinfo) reads on the page.
+CPU_NAMES = {"AMD EPYC": "AMD EPYC", "Intel(R) Xeon(R) Processor": "Intel Xeon"}
+
+
+def _sections(path):
+    """{title: text} of every `## ` section of a Markdown file."""
+    text = path.read_text()
+    titles = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+    return {title: _section(path, title) for title in titles}
+
+
+def _machines(node):
+    """Every machine description (`machine`, `machine_start`, ...) anywhere in a record."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key.startswith("machine") and isinstance(value, dict) and "cpu" in value:
+                yield value
+            else:
+                yield from _machines(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _machines(value)
+
+
+def _cited_benchmark_records(section):
+    return sorted(set(re.findall(r"research/records/benchmarks/(\w+)/", section)))
+
+
+@pytest.mark.parametrize("title", list(_sections(BENCHMARKS)))
+def test_each_section_names_its_machine(title):
+    section = _section(BENCHMARKS, title)
+    text = " ".join(section.split())
+    records = _cited_benchmark_records(section)
+    studies = re.findall(r"research/records/studies/(\w+)/", section)
+    if not records and not studies:
+        assert "No record is committed" in text, title
+        assert re.search(r"AMD EPYC|Intel Xeon|`avx512_bf16`|CPU model not noted", text), title
+        return
+    if studies and not records:
+        assert "the records name no machine" in text, title
+        assert "AMD EPYC" in text, title
+        return
+    for name in records:
+        machines = list(_machines(_record(name)))
+        if not machines:
+            assert "the record names no CPU model" in text, (title, name)
+            continue
+        for machine in machines:
+            assert CPU_NAMES[machine["cpu"]] in text, (title, name, machine)
+            if "cpu_family" in machine:
+                assert (f"family {machine['cpu_family']} model {machine['cpu_model']}"
+                        in text), (title, name, machine)
+            cores = machine.get("cpus", machine.get("cpu_count"))
+            assert re.search(rf"\b{cores}(-core| (shared |idle )?cores)", text), (title, name)
+
+
+def test_serving_an_export_table_is_the_packing_records_serve_part():
+    serve = _record("packing")["parts"]["serve"]
+    section = _section(BENCHMARKS, "Serving an export")
+    text = " ".join(section.split())
+    _assert_shown(re.search(r"load ([\d.]+) at the end", text).group(1),
+                  serve["machine"]["load_average"])
+    rows = _table(section, "batch")
+    assert sorted(int(row[0]) for row in rows) == sorted(int(b) for b in serve["batches"])
+    for batch, ours, garden, ratio, p50 in rows:
+        cell = serve["batches"][batch]
+        _assert_shown(_numbers(ours)[0], cell["bert_tf"]["texts_per_s"])
+        _assert_shown(_numbers(garden)[0], cell["garden"]["texts_per_s"])
+        _assert_shown(_numbers(ratio)[0],
+                      cell["bert_tf"]["texts_per_s"] / cell["garden"]["texts_per_s"])
+        ours_p50, garden_p50 = _numbers(p50)
+        _assert_shown(ours_p50, cell["bert_tf"]["p50_ms"])
+        _assert_shown(garden_p50, cell["garden"]["p50_ms"])
+
+
+def test_lost_worker_machine_is_the_records():
+    machine = _record("lost_worker")["machine"]
+    text = " ".join(_section(BENCHMARKS, "A lost worker").split())
+    _assert_shown(re.search(r"load ([\d.]+) at the end", text).group(1),
+                  machine["load_average"])

@@ -30,7 +30,7 @@ from tests.finetune_helpers import (
 from tests.helpers import require
 
 # Two processes and real HTTP round trips: the second test command.
-# `full`: the watcher runs in CI on local disk beside a training (test_continuous_eval.py)
+# `full`: the watcher runs on local disk beside a training in tests/test_continuous_eval.py
 # and on ram:// through the same file layer (test_object_storage_finetuning.py).
 pytestmark = [pytest.mark.long, pytest.mark.full]
 
