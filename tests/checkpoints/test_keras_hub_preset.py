@@ -7,6 +7,7 @@ mis-reshaped weight shows in the outputs.
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -230,6 +231,57 @@ def test_weights_that_do_not_fit_the_config_are_refused(preset_copy, tmp_path, c
                                          f"{config_path} .*{found}"):
         bert_tf.load_encoder(preset_copy)
     assert "does not fit" in _convert_error(preset_copy, tmp_path, capsys)
+
+
+def _damage(weights, how):
+    """Damages the weights file as an interrupted copy or a stray write would."""
+    if how == "truncated":
+        with open(weights, "rb") as f:
+            data = f.read()
+        with open(weights, "wb") as f:
+            f.write(data[:len(data) // 2])
+    elif how == "garbage":
+        with open(weights, "wb") as f:
+            f.write(b"not an HDF5 file\n" * 64)
+    else:  # readable HDF5 with every array of the right shape, none where Keras looks
+        import h5py
+
+        arrays = []
+        with h5py.File(weights, "r") as f:
+            f.visititems(lambda _, item: arrays.append(item[()])
+                         if isinstance(item, h5py.Dataset) else None)
+        with h5py.File(weights, "w") as f:
+            for index, array in enumerate(arrays):
+                f.create_dataset(f"moved/{index}", data=array)
+
+
+@pytest.mark.parametrize("how, reason", [
+    ("truncated", "truncated file"),  # h5py, opening it
+    ("garbage", "file signature not found"),  # h5py, opening it
+    ("renamed", "objects could not be loaded"),  # Keras' load_weights, after many warnings
+], ids=["truncated", "garbage", "renamed"])
+def test_a_damaged_weights_file_is_named_in_one_line(preset_copy, tmp_path, capsys, recwarn,
+                                                     how, reason):
+    weights = os.path.join(preset_copy, keras_hub_preset.WEIGHTS_NAME)
+    config_path = os.path.join(preset_copy, keras_hub_preset.CONFIG_NAME)
+    _damage(weights, how)
+    expected = (f"{weights}: not a readable Keras weights file (", reason,
+                f"); expected the HDF5 weights of the BertBackbone of {config_path}, "
+                "as save_to_preset writes them")
+    pattern = "^" + ".*".join(re.escape(part) for part in expected) + "$"
+    with pytest.raises(ValueError, match=pattern):
+        bert_tf.load_encoder(preset_copy)
+    code = convert.main(["--from", "kerashub", "--input", preset_copy,
+                         "--output", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and re.match(pattern, lines[0][len("error: "):]), captured.err
+    assert not os.path.exists(tmp_path / "out")
+    # Nor do Keras' warnings about the parts it skipped reach the user.
+    skipped = [str(w.message) for w in recwarn if issubclass(w.category, UserWarning)
+               and f"{os.sep}keras{os.sep}" in w.filename]
+    assert not skipped, skipped
 
 
 def test_a_vocabulary_of_another_size_is_refused(preset_copy):
