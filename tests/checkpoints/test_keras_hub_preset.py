@@ -218,6 +218,17 @@ def test_a_missing_file_is_named(preset_copy, tmp_path, capsys, name, message):
     assert f"{missing} not found" in _convert_error(preset_copy, tmp_path, capsys)
 
 
+def test_a_preset_without_its_config_says_what_a_preset_needs(preset_copy, tmp_path, capsys):
+    os.remove(os.path.join(preset_copy, keras_hub_preset.CONFIG_NAME))
+    with pytest.raises(ValueError) as raised:
+        bert_tf.load_encoder(preset_copy)
+    message = str(raised.value)
+    assert message.startswith(f"{preset_copy}: not a recognised checkpoint; looked for ")
+    assert message.endswith(f"; kerashub (KerasHub's config.json, model.weights.h5 and "
+                            f"{keras_hub_preset.VOCAB_PATH})")
+    assert _convert_error(preset_copy, tmp_path, capsys) == f"error: {message}\n"
+
+
 @pytest.mark.parametrize("changes, found", [
     # Keras' own loader would read the first layer and leave the second unread.
     ({"num_layers": 1}, "unexpected arrays of shape"),
