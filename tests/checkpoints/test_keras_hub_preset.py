@@ -22,10 +22,12 @@ import bert_tf
 from bert_tf import convert, storage
 from bert_tf.checkpoints import keras_hub_preset, loading, native, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.evaluate import load_run
 from bert_tf.layers import TextPreprocessor
 from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier
 from bert_tf.optional_imports import MissingDependencyError
 from bert_tf.text import tokenizer_contract as contracts
+from tests.finetune_helpers import finetune, save_tiny_encoder, tiny_vocab
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -404,6 +406,54 @@ def test_a_fine_tuned_classifier_goes_out_with_its_head(tmp_path, capsys):
     for a, b in zip(weight_map.encoder_slots(classifier.encoder), weight_map.encoder_slots(back),
                     strict=True):
         np.testing.assert_array_equal(a.variable.numpy(), b.variable.numpy(), err_msg=a.name)
+
+
+# The trainer traces its train loop and evaluation: about 10 of the test's 12 CPU seconds.
+# Its parts run in the fast suite: a bert_tf directory with a task record goes out with
+# its head (test_a_fine_tuned_classifier_goes_out_with_its_head), runs write that directory
+# (tests/tasks/test_finetuning.py).
+@pytest.mark.long
+def test_a_fine_tuning_run_goes_out_as_a_text_classifier(tmp_path, shared_file, capsys):
+    """docs/checkpoints.md's `convert --input runs/sst2/ --model task --to kerashub`, on a
+    run of the real trainer: KerasHub's classifier on raw text gives the run's logits."""
+    shared_file("glue", "SST-2", "train.tsv")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tiny_vocab()) + "\n")
+    # The tanh GELU: KerasHub's BertBackbone has no other.
+    init = save_tiny_encoder(tmp_path / "init", vocab, hidden_act="gelu_tanh")
+    run = str(tmp_path / "runs" / "sst2")
+    assert finetune("glue_sst2", run, init, **{
+        "data.max_train_examples": 16, "data.max_eval_examples": 8, "data.max_seq_length": 32,
+        "trainer.train_epochs": 0, "trainer.train_steps": 2, "trainer.global_batch_size": 8,
+        "trainer.steps_per_loop": 2}) == 0
+    capsys.readouterr()  # the trainer's lines
+    preset = str(tmp_path / "sst2_preset")
+    assert convert.main(["--input", run, "--model", "task", "--to", "kerashub",
+                         "--output", preset]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["input_format"], report["model"]) == ("bert_tf", "BertClassifier")
+    assert report["task"]["label_names"] == ["0", "1"]
+
+    task = keras_hub.models.BertTextClassifier.from_preset(preset)
+    assert task.num_classes == 2 and task.preprocessor.sequence_length == 32
+    sentences = tf.constant(["The film was a delight.", "dull, and far too long",
+                             "it's not good", "a gripping, funny film"])
+    theirs_inputs = task.preprocessor(sentences)
+    theirs = task(theirs_inputs, training=False)  # eager: no predict step to compile
+    # The run as evaluation restores it, on bert_tf's tokenization of the same text.
+    _, model, _ = load_run(run)
+    ours_inputs = bert_tf.load_preprocessor(run, max_seq_length=32)(sentences)
+    for key in ("token_ids", "segment_ids", "padding_mask"):
+        assert np.asarray(theirs_inputs[key]).astype("int32").tolist() == np.asarray(
+            ours_inputs[key]).tolist(), key
+    ours = model(ours_inputs, training=False)["logits"]
+    difference = max_abs_diff(ours, theirs)
+    print(f"fine-tuning run -> KerasHub BertTextClassifier: logits {difference:.3g}")
+    assert difference <= PARITY
+    assert np.ptp(np.asarray(theirs)) > 100 * PARITY  # a lost head would show
+    # The run trained the encoder it started from: the preset holds the trained one.
+    start, end = bert_tf.load_encoder(init), bert_tf.load_encoder(preset)
+    assert max(max_abs_diff(a, b) for a, b in zip(start.get_weights(), end.get_weights())) > 0
 
 
 def test_a_fine_tuned_regressor_keeps_its_one_score(tmp_path, capsys):
