@@ -82,13 +82,16 @@ class CheckpointFormat(abc.ABC):
     """The contract of one checkpoint format.
 
     Subclasses set `name` (the key in `FORMATS`, the `--from`/`--to` value of
-    the converter), `writable` (False: `save` is refused) and `holds_heads`
-    (False: the format stores an encoder only, and saving a pretrainer is
-    refused rather than its MLM/NSP heads dropped). A format that stores a
-    fine-tuned model's head says which models in `holds_task_model`.
+    the converter), `looks_for` (what a checkpoint of the format holds, in a
+    few words: the error for a path that no format detects lists it), `writable` (False:
+    `save` is refused) and `holds_heads` (False: the format stores an encoder
+    only, and saving a pretrainer is refused rather than its MLM/NSP heads
+    dropped). A format that stores a fine-tuned model's head says which models
+    in `holds_task_model`.
     """
 
     name: str = ""
+    looks_for: str = ""
     writable: bool = True
     holds_heads: bool = True
 
@@ -237,6 +240,7 @@ class NativeFormat(WeightsFormat):
     checkpoint that reads back), or one checkpoint of them (`run/ckpt-680`)."""
 
     name = "bert_tf"
+    looks_for = "bert_tf_model.json, or a run's ckpt-N"
 
     def detect(self, path):
         return native.is_native(path) or native.is_native_checkpoint(path)
@@ -293,6 +297,7 @@ class KerasFormat(CheckpointFormat):
     """A `.keras` file of a bert_tf model; read only, loaded whole by Keras."""
 
     name = "keras"
+    looks_for = "a .keras file"
     writable = False
 
     def detect(self, path):
@@ -323,6 +328,8 @@ class HuggingFaceFormat(WeightsFormat):
     """Hugging Face `BertModel` / `BertForPreTraining` weights (`hugging_face`)."""
 
     name = "hf"
+    looks_for = ("config.json with model.safetensors, sharded safetensors or "
+                 "pytorch_model.bin, or the weights file")
     _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", hugging_face.SAFETENSORS_INDEX_NAME)
 
     def detect(self, path):
@@ -371,6 +378,7 @@ class GoogleFormat(TfCheckpointFormat):
     """google-research/bert TF1 checkpoints (`google_tf1`)."""
 
     name = "google"
+    looks_for = "a TF checkpoint of bert/... variables, with bert_config.json"
 
     def has_own_names(self, prefix):
         return google_tf1.is_google_checkpoint(prefix)
@@ -396,6 +404,7 @@ class ModelGardenFormat(TfCheckpointFormat):
     """
 
     name = "garden"
+    looks_for = "a TF checkpoint of encoder/... variables"
     holds_heads = False
 
     def has_own_names(self, prefix):
@@ -435,6 +444,8 @@ class KerasHubFormat(WeightsFormat):
     """
 
     name = "kerashub"
+    looks_for = (f"KerasHub's {keras_hub_preset.CONFIG_NAME}, {keras_hub_preset.WEIGHTS_NAME} "
+                 f"and {keras_hub_preset.VOCAB_PATH}")
     holds_heads = False
 
     def detect(self, path):
@@ -546,7 +557,8 @@ def detect_format(path: str) -> str:
 
     Raises:
       FileNotFoundError: nothing exists at `path`.
-      ValueError: no format recognises it (naming the formats tried).
+      ValueError: no format recognises it (naming the formats tried and what each
+        looks for).
     """
     if not storage.exists(path) and not storage.exists(path + ".index"):
         raise FileNotFoundError(f"checkpoint not found: {path}")
@@ -555,9 +567,9 @@ def detect_format(path: str) -> str:
             return name
     prefix = _tf_checkpoint_prefix(path)
     if prefix is None:
-        raise ValueError(
-            f"{path}: not a recognised checkpoint; expected one of {tuple(FORMATS)} "
-            "(see bert_tf.checkpoints.formats)")
+        looked_for = "; ".join(f"{name} ({fmt.looks_for})" if fmt.looks_for else name
+                               for name, fmt in FORMATS.items())
+        raise ValueError(f"{path}: not a recognised checkpoint; looked for {looked_for}")
     raise ValueError(
         f"{prefix}: a TF checkpoint, but neither Google BERT names "
         "(bert/embeddings/...) nor a Model Garden encoder (encoder/...) were found")

@@ -33,6 +33,7 @@ import collections
 import contextlib
 import os
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -242,17 +243,37 @@ def _build_backbone(config, keras_hub):
         num_segments=config.type_vocab_size, dtype="float32")
 
 
-def _stored_shapes(weights):
+# What h5py and Keras raise on a file that is not, or no longer, a Keras weights
+# file: OSError when it is truncated or not HDF5, KeyError or RuntimeError when
+# its structure is damaged, ValueError (Keras) when its arrays are not the backbone's.
+_UNREADABLE = (OSError, KeyError, RuntimeError)
+
+
+def _unreadable(weights, error, config_path):
+    """The one-line error for the weights file `weights` that raised `error` when read."""
+    lines = [line.strip().rstrip(":") for line in str(error).splitlines() if line.strip()]
+    reason = lines[0] if lines else type(error).__name__
+    return ValueError(f"{weights}: not a readable Keras weights file ({reason}); expected the "
+                      f"HDF5 weights of the {BACKBONE_CLASS} of {config_path}, as "
+                      "save_to_preset writes them")
+
+
+def _stored_shapes(weights, local_weights, config_path):
+    """Counter of the array shapes in the weights file (`local_weights`, a local copy of
+    `weights`, the name errors give)."""
     import h5py  # a Keras dependency
 
     shapes = []
-    with h5py.File(weights, "r") as f:
-        f.visititems(lambda _, item: shapes.append(tuple(item.shape))
-                     if isinstance(item, h5py.Dataset) else None)
+    try:
+        with h5py.File(local_weights, "r") as f:
+            f.visititems(lambda _, item: shapes.append(tuple(item.shape))
+                         if isinstance(item, h5py.Dataset) else None)
+    except _UNREADABLE as e:
+        raise _unreadable(weights, e, config_path) from e
     return collections.Counter(shapes)
 
 
-def _check_weights_fit(weights, backbone, config_path):
+def _check_weights_fit(weights, local_weights, backbone, config_path):
     """Refuses a weights file whose arrays are not exactly the backbone's.
 
     Keras' loader leaves surplus arrays unread without a word (a 2-layer file
@@ -260,7 +281,7 @@ def _check_weights_fit(weights, backbone, config_path):
     lines, so the shapes are compared here first.
     """
     expected = collections.Counter(tuple(v.shape) for v in backbone.weights)
-    found = _stored_shapes(weights)
+    found = _stored_shapes(weights, local_weights, config_path)
     if expected == found:
         return
     absent = sorted((expected - found).elements())
@@ -272,6 +293,23 @@ def _check_weights_fit(weights, backbone, config_path):
     raise ValueError(f"{weights}: does not fit the {BACKBONE_CLASS} of {config_path} "
                      f"({sum(found.values())} arrays, expected {sum(expected.values())}: "
                      f"{detail})")
+
+
+def _load_weights(backbone, weights, local_weights, config_path):
+    """`backbone.load_weights(local_weights)`, a failure as one line naming `weights`.
+
+    Keras warns about each part it skips before it raises: those warnings are
+    dropped when it raises (the error says why), and passed on when it loads.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            backbone.load_weights(local_weights)
+        except (*_UNREADABLE, ValueError) as e:
+            raise _unreadable(weights, e, config_path) from e
+    for warning in caught:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                               warning.lineno)
 
 
 @contextlib.contextmanager
@@ -307,15 +345,17 @@ def read_arrays(path: str, slots: list) -> dict:
 
     Raises:
       FileNotFoundError: no weights file.
-      ValueError: the weights do not fit the backbone that `config.json` describes.
+      ValueError: the weights file is not a readable Keras weights file (truncated,
+        overwritten), or its weights do not fit the backbone that `config.json` describes.
       MissingDependencyError: keras-hub is not installed.
     """
     weights = weights_file(path)
     keras_hub = _keras_hub(f"reading the KerasHub preset {path}")
     backbone = _build_backbone(read_config(path), keras_hub)
+    config_path = os.path.join(path, CONFIG_NAME)
     with _local_file(weights) as local_weights:
-        _check_weights_fit(local_weights, backbone, os.path.join(path, CONFIG_NAME))
-        backbone.load_weights(local_weights)
+        _check_weights_fit(weights, local_weights, backbone, config_path)
+        _load_weights(backbone, weights, local_weights, config_path)
     variables = _backbone_variables(backbone)
     return {slot.name: _to_ours(slot.name, np.asarray(variables[slot.name].numpy()))
             for slot in slots if slot.name in variables}

@@ -83,6 +83,25 @@ def test_unknown_and_read_only_formats_name_the_known_ones(tmp_path):
         loading.describe(str(tmp_path / "model.keras"), format="keras")
 
 
+def test_an_unrecognised_path_lists_what_each_format_looks_for(tmp_path, toy_format):
+    (tmp_path / "model.weights.h5").write_bytes(b"")  # no format's files
+    with pytest.raises(ValueError) as raised:
+        loading.load_encoder(str(tmp_path))
+    prefix = f"{tmp_path}: not a recognised checkpoint; looked for "
+    message = str(raised.value)
+    assert message.startswith(prefix) and "\n" not in message
+    assert message[len(prefix):].split("; ") == [
+        "bert_tf (bert_tf_model.json, or a run's ckpt-N)",
+        "keras (a .keras file)",
+        "hf (config.json with model.safetensors, sharded safetensors or pytorch_model.bin, "
+        "or the weights file)",
+        "google (a TF checkpoint of bert/... variables, with bert_config.json)",
+        "garden (a TF checkpoint of encoder/... variables)",
+        "kerashub (KerasHub's config.json, model.weights.h5 and assets/tokenizer/vocabulary.txt)",
+        "toy_npz",  # a registered format that does not say what it looks for
+    ]
+
+
 def test_register_refuses_duplicates_and_non_formats(toy_format):
     with pytest.raises(ValueError, match="'toy_npz' is registered already"):
         formats.register_format(NpzFormat())

@@ -7,6 +7,7 @@ mis-reshaped weight shows in the outputs.
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -21,10 +22,12 @@ import bert_tf
 from bert_tf import convert, storage
 from bert_tf.checkpoints import keras_hub_preset, loading, native, weight_map
 from bert_tf.checkpoints.task_record import TaskRecord
+from bert_tf.evaluate import load_run
 from bert_tf.layers import TextPreprocessor
 from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier
 from bert_tf.optional_imports import MissingDependencyError
 from bert_tf.text import tokenizer_contract as contracts
+from tests.finetune_helpers import finetune, save_tiny_encoder, tiny_vocab
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -217,6 +220,17 @@ def test_a_missing_file_is_named(preset_copy, tmp_path, capsys, name, message):
     assert f"{missing} not found" in _convert_error(preset_copy, tmp_path, capsys)
 
 
+def test_a_preset_without_its_config_says_what_a_preset_needs(preset_copy, tmp_path, capsys):
+    os.remove(os.path.join(preset_copy, keras_hub_preset.CONFIG_NAME))
+    with pytest.raises(ValueError) as raised:
+        bert_tf.load_encoder(preset_copy)
+    message = str(raised.value)
+    assert message.startswith(f"{preset_copy}: not a recognised checkpoint; looked for ")
+    assert message.endswith(f"; kerashub (KerasHub's config.json, model.weights.h5 and "
+                            f"{keras_hub_preset.VOCAB_PATH})")
+    assert _convert_error(preset_copy, tmp_path, capsys) == f"error: {message}\n"
+
+
 @pytest.mark.parametrize("changes, found", [
     # Keras' own loader would read the first layer and leave the second unread.
     ({"num_layers": 1}, "unexpected arrays of shape"),
@@ -230,6 +244,57 @@ def test_weights_that_do_not_fit_the_config_are_refused(preset_copy, tmp_path, c
                                          f"{config_path} .*{found}"):
         bert_tf.load_encoder(preset_copy)
     assert "does not fit" in _convert_error(preset_copy, tmp_path, capsys)
+
+
+def _damage(weights, how):
+    """Damages the weights file as an interrupted copy or a stray write would."""
+    if how == "truncated":
+        with open(weights, "rb") as f:
+            data = f.read()
+        with open(weights, "wb") as f:
+            f.write(data[:len(data) // 2])
+    elif how == "garbage":
+        with open(weights, "wb") as f:
+            f.write(b"not an HDF5 file\n" * 64)
+    else:  # readable HDF5 with every array of the right shape, none where Keras looks
+        import h5py
+
+        arrays = []
+        with h5py.File(weights, "r") as f:
+            f.visititems(lambda _, item: arrays.append(item[()])
+                         if isinstance(item, h5py.Dataset) else None)
+        with h5py.File(weights, "w") as f:
+            for index, array in enumerate(arrays):
+                f.create_dataset(f"moved/{index}", data=array)
+
+
+@pytest.mark.parametrize("how, reason", [
+    ("truncated", "truncated file"),  # h5py, opening it
+    ("garbage", "file signature not found"),  # h5py, opening it
+    ("renamed", "objects could not be loaded"),  # Keras' load_weights, after many warnings
+], ids=["truncated", "garbage", "renamed"])
+def test_a_damaged_weights_file_is_named_in_one_line(preset_copy, tmp_path, capsys, recwarn,
+                                                     how, reason):
+    weights = os.path.join(preset_copy, keras_hub_preset.WEIGHTS_NAME)
+    config_path = os.path.join(preset_copy, keras_hub_preset.CONFIG_NAME)
+    _damage(weights, how)
+    expected = (f"{weights}: not a readable Keras weights file (", reason,
+                f"); expected the HDF5 weights of the BertBackbone of {config_path}, "
+                "as save_to_preset writes them")
+    pattern = "^" + ".*".join(re.escape(part) for part in expected) + "$"
+    with pytest.raises(ValueError, match=pattern):
+        bert_tf.load_encoder(preset_copy)
+    code = convert.main(["--from", "kerashub", "--input", preset_copy,
+                         "--output", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and re.match(pattern, lines[0][len("error: "):]), captured.err
+    assert not os.path.exists(tmp_path / "out")
+    # Nor do Keras' warnings about the parts it skipped reach the user.
+    skipped = [str(w.message) for w in recwarn if issubclass(w.category, UserWarning)
+               and f"{os.sep}keras{os.sep}" in w.filename]
+    assert not skipped, skipped
 
 
 def test_a_vocabulary_of_another_size_is_refused(preset_copy):
@@ -341,6 +406,54 @@ def test_a_fine_tuned_classifier_goes_out_with_its_head(tmp_path, capsys):
     for a, b in zip(weight_map.encoder_slots(classifier.encoder), weight_map.encoder_slots(back),
                     strict=True):
         np.testing.assert_array_equal(a.variable.numpy(), b.variable.numpy(), err_msg=a.name)
+
+
+# The trainer traces its train loop and evaluation: about 10 of the test's 12 CPU seconds.
+# Its parts run in the fast suite: a bert_tf directory with a task record goes out with
+# its head (test_a_fine_tuned_classifier_goes_out_with_its_head), runs write that directory
+# (tests/tasks/test_finetuning.py).
+@pytest.mark.long
+def test_a_fine_tuning_run_goes_out_as_a_text_classifier(tmp_path, shared_file, capsys):
+    """docs/checkpoints.md's `convert --input runs/sst2/ --model task --to kerashub`, on a
+    run of the real trainer: KerasHub's classifier on raw text gives the run's logits."""
+    shared_file("glue", "SST-2", "train.tsv")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tiny_vocab()) + "\n")
+    # The tanh GELU: KerasHub's BertBackbone has no other.
+    init = save_tiny_encoder(tmp_path / "init", vocab, hidden_act="gelu_tanh")
+    run = str(tmp_path / "runs" / "sst2")
+    assert finetune("glue_sst2", run, init, **{
+        "data.max_train_examples": 16, "data.max_eval_examples": 8, "data.max_seq_length": 32,
+        "trainer.train_epochs": 0, "trainer.train_steps": 2, "trainer.global_batch_size": 8,
+        "trainer.steps_per_loop": 2}) == 0
+    capsys.readouterr()  # the trainer's lines
+    preset = str(tmp_path / "sst2_preset")
+    assert convert.main(["--input", run, "--model", "task", "--to", "kerashub",
+                         "--output", preset]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["input_format"], report["model"]) == ("bert_tf", "BertClassifier")
+    assert report["task"]["label_names"] == ["0", "1"]
+
+    task = keras_hub.models.BertTextClassifier.from_preset(preset)
+    assert task.num_classes == 2 and task.preprocessor.sequence_length == 32
+    sentences = tf.constant(["The film was a delight.", "dull, and far too long",
+                             "it's not good", "a gripping, funny film"])
+    theirs_inputs = task.preprocessor(sentences)
+    theirs = task(theirs_inputs, training=False)  # eager: no predict step to compile
+    # The run as evaluation restores it, on bert_tf's tokenization of the same text.
+    _, model, _ = load_run(run)
+    ours_inputs = bert_tf.load_preprocessor(run, max_seq_length=32)(sentences)
+    for key in ("token_ids", "segment_ids", "padding_mask"):
+        assert np.asarray(theirs_inputs[key]).astype("int32").tolist() == np.asarray(
+            ours_inputs[key]).tolist(), key
+    ours = model(ours_inputs, training=False)["logits"]
+    difference = max_abs_diff(ours, theirs)
+    print(f"fine-tuning run -> KerasHub BertTextClassifier: logits {difference:.3g}")
+    assert difference <= PARITY
+    assert np.ptp(np.asarray(theirs)) > 100 * PARITY  # a lost head would show
+    # The run trained the encoder it started from: the preset holds the trained one.
+    start, end = bert_tf.load_encoder(init), bert_tf.load_encoder(preset)
+    assert max(max_abs_diff(a, b) for a, b in zip(start.get_weights(), end.get_weights())) > 0
 
 
 def test_a_fine_tuned_regressor_keeps_its_one_score(tmp_path, capsys):
