@@ -122,7 +122,7 @@ class Trainer:
         batch = config.global_batch_size
         with input_faults.stop_on_read_error(
                 "training", lambda: tf.train.latest_checkpoint(self.model_dir),
-                catch=(PermissionError, tf.errors.OpError)):
+                catch=input_faults.BUILD_ERRORS):
             self.iterator = self._input_iterator(
                 lambda context: self.task.train_dataset(context, batch))
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
