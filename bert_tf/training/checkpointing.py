@@ -218,6 +218,16 @@ class TrainingCheckpoint:
         """The newest checkpoint of the run (the chief's), or None."""
         return tf.train.latest_checkpoint(self.model_dir)
 
+    @property
+    def latest_saved(self):
+        """The chief's path of the newest checkpoint this process saved or restored, or None.
+
+        Read from memory (no storage access): what a process leaving in a hurry names.
+        A worker's own copy (`scratch_dir`) has the number of the chief's.
+        """
+        latest = self.manager.latest_checkpoint
+        return os.path.join(self.model_dir, os.path.basename(latest)) if latest else None
+
     def restore_latest(self):
         """Restores the newest checkpoint that reads back; returns its path, or None if none.
 

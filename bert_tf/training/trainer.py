@@ -282,9 +282,12 @@ class Trainer:
         progress = Progress(int(self.step.numpy()), self.config.train_steps, self.stream)
         handler = preemption_handler(self.strategy, self.checkpoint, self.step)
         # Under TensorFlow's preemption handling that handler owns SIGTERM; this one then
-        # only bounds the wait for a step boundary.
+        # only bounds the wait for a step boundary. A TPU's step counter reads only once
+        # the running loop returns.
+        tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
         signals = StopOnSignal(None if handler else self.stop_requested,
-                               latest_checkpoint=lambda: self.checkpoint.manager.latest_checkpoint)
+                               latest_checkpoint=lambda: self.checkpoint.latest_saved,
+                               progress=None if tpu else lambda: int(self.step.numpy()))
         profiler = ProfilerRange(self.config.profile_steps, writers.train_dir, self.chief)
         return LoopState(writers, progress, signals, handler, profiler)
 
