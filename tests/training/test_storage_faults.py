@@ -1,7 +1,8 @@
 """Storage that fails under a running job: one line naming the path, nothing good lost.
 
 Each fault appears mid-run, after a checkpoint: garbage bytes in a training or
-an evaluation file, a TFRecord shard overwritten or cut while it is read, a
+an evaluation file, a TFRecord training shard overwritten or cut while a trainer
+reads it (and, in the reader alone, while it is read), an evaluation shard cut, a
 training file that loses its read permission, a run directory that turns
 read-only, and a read error already in the input pipeline's buffers when a
 checkpoint is written. Each stops the run with one `error:` line naming the
