@@ -188,6 +188,7 @@ class TrainingCheckpoint:
         self._input_start = f"ram://bert_tf_input_start/{uuid.uuid4().hex}/input"
         tf.train.Checkpoint(input=iterator).write(self._input_start)
         self.scratch_dir = None if chief else os.path.join(model_dir, f".worker_{worker_index}")
+        self._restored = None  # the checkpoint `restore_latest` restored
         self._max_to_keep = max_to_keep
         self.manager = self._new_manager()
         self.input_manager = None
@@ -218,6 +219,17 @@ class TrainingCheckpoint:
         """The newest checkpoint of the run (the chief's), or None."""
         return tf.train.latest_checkpoint(self.model_dir)
 
+    @property
+    def latest_saved(self):
+        """The chief's path of the newest checkpoint this process saved or restored, or None.
+
+        Read from memory (no storage access): what a process leaving in a hurry names.
+        A worker's own copies (in `scratch_dir`, removed once written) have the numbers
+        of the chief's.
+        """
+        latest = self.manager.latest_checkpoint or self._restored
+        return os.path.join(self.model_dir, os.path.basename(latest)) if latest else None
+
     def restore_latest(self):
         """Restores the newest checkpoint that reads back; returns its path, or None if none.
 
@@ -237,6 +249,7 @@ class TrainingCheckpoint:
             logging.warning("checkpoint %s does not read back (%s)%s; resuming from %s instead",
                             os.path.basename(damage.prefix), damage, where,
                             os.path.basename(latest))
+        self._restored = latest
         # Only the shape decides the input position; the rest restores whatever wrote it.
         tf.train.Checkpoint(**self._state).restore(
             latest).assert_existing_objects_matched().expect_partial()

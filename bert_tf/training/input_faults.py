@@ -6,7 +6,9 @@ What a fault looks like when it reaches the trainer, and the line it becomes:
     no read permission    PermissionDeniedError "<path>; Permission denied"
     a directory instead   FailedPreconditionError "<path>; Is a directory"
     garbage bytes, cut    a failed damage check of the reader (`bert_tf.data.file_damage`):
-                          text that is not UTF-8, a TFRecord file cut or with a bad checksum
+                          text that is not UTF-8, a TFRecord file cut or with a bad checksum;
+                          or, when a TFRecord pipeline is built (the first evaluation,
+                          a restart), its framing check's `records.CorruptRecordError`
 
 `stop_on_read_error` turns each into one `InputReadError` line naming the file
 and what went wrong; the run stops and its checkpoints are kept.
@@ -49,6 +51,9 @@ _FILE_IN_MESSAGE = re.compile(r"(\S+?)[;:] (No such file or directory|Permission
 _READ_ERRORS = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
                 tf.errors.DataLossError)
 _CHUNK_BYTES = 1 << 20
+# The read errors of building an input pipeline that name a file (a missing one is the
+# config's mistake, said in its own line).
+BUILD_ERRORS = (PermissionError, records.CorruptRecordError, tf.errors.OpError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,8 +93,13 @@ def read_fault(error: BaseException) -> ReadFault | None:
     """The `ReadFault` of an input pipeline's error; None when it is no read error.
 
     Args:
-      error: an `OSError` or a `tf.errors.OpError` raised while reading data.
+      error: an `OSError`, a `records.CorruptRecordError` or a `tf.errors.OpError` raised
+        while reading data or building a pipeline.
     """
+    if isinstance(error, records.CorruptRecordError):
+        # The eager framing check of a TFRecord reader (`records.check_record_files`).
+        return ReadFault(error.path, str(error).removeprefix(f"{error.path}: "),
+                         file_damage.TFRECORD)
     if isinstance(error, OSError):
         reason = error.strerror or str(error)
         return ReadFault(error.filename, reason) if error.filename else ReadFault(None, reason)
@@ -109,7 +119,8 @@ def read_fault(error: BaseException) -> ReadFault | None:
 
 
 @contextlib.contextmanager
-def stop_on_read_error(what: str, latest_checkpoint, catch=(OSError, tf.errors.OpError)):
+def stop_on_read_error(what: str, latest_checkpoint,
+                       catch=(OSError, records.CorruptRecordError, tf.errors.OpError)):
     """Turns an input file's read error into one `InputReadError` line naming the file.
 
     Args:

@@ -126,7 +126,7 @@ class Trainer:
         batch = config.global_batch_size
         with input_faults.stop_on_read_error(
                 "training", lambda: tf.train.latest_checkpoint(self.model_dir),
-                catch=(PermissionError, tf.errors.OpError)):
+                catch=input_faults.BUILD_ERRORS):
             self.iterator = self._input_iterator(
                 lambda context: self.task.train_dataset(context, batch))
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
@@ -287,9 +287,12 @@ class Trainer:
                             plan=self.plan)
         handler = preemption_handler(self.strategy, self.checkpoint, self.step)
         # Under TensorFlow's preemption handling that handler owns SIGTERM; this one then
-        # only bounds the wait for a step boundary.
+        # only bounds the wait for a step boundary. A TPU's step counter reads only once
+        # the running loop returns.
+        tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
         signals = StopOnSignal(None if handler else self.stop_requested,
-                               latest_checkpoint=lambda: self.checkpoint.manager.latest_checkpoint)
+                               latest_checkpoint=lambda: self.checkpoint.latest_saved,
+                               progress=None if tpu else lambda: int(self.step.numpy()))
         profiler = ProfilerRange(self.config.profile_steps, writers.train_dir, self.chief)
         return LoopState(writers, progress, signals, handler, profiler)
 
