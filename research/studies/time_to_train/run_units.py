@@ -199,11 +199,24 @@ def _check_ready(benchmark, records_dir: str, row) -> None:
     benchmark.fill_budget_steps(row)
 
 
+def _held_elsewhere(benchmark, row) -> bool:
+    """Whether another process holds the lock of one of the row's phases (is training it)."""
+    for phase in row.phases:
+        folder = benchmark.phase_dir(row, phase)
+        if not os.path.isdir(folder):
+            continue
+        with units.lock_file(os.path.join(folder, units.LOCK_FILE), wait=False) as lock:
+            if lock is None:
+                return True
+    return False
+
+
 def _pretrain(benchmark, row, poll_seconds: float) -> None:
     """Trains the row's phases; waits while another process of the benchmark holds one."""
     waiting = False
     while True:
-        benchmark.run_recipe(row)
+        if not (waiting and _held_elsewhere(benchmark, row)):
+            benchmark.run_recipe(row)
         if pretrained(benchmark, row):
             return
         if not waiting:
@@ -305,4 +318,9 @@ def run(benchmark, records_dir: str, names: Sequence[str] | None = None,
             break
         run_unit(benchmark, records_dir, row)
         ran += 1
-    return save(benchmark, records_dir)
+    results = save(benchmark, records_dir)
+    rows = unit_rows(spec)
+    left = [row.name for row in rows if not unit_complete(benchmark, records_dir, row)]
+    benchmark.log(f"units complete in the records: {len(rows) - len(left)}/{len(rows)}"
+                  + (f"; next: {left[0]}" if left else ""))
+    return results

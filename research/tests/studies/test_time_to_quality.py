@@ -196,8 +196,9 @@ def test_units_stop_before_one_that_would_end_after_the_deadline_or_past_max_uni
     monkeypatch.setattr(benchmark, "log", lines.append)
     now = datetime.datetime.now(datetime.timezone.utc)
     run_units.run(benchmark, records, deadline=now + datetime.timedelta(minutes=50))
-    assert started == [] and lines[-1].startswith("next unit: baseline_seed1, not started: "
+    assert started == [] and lines[-2].startswith("next unit: baseline_seed1, not started: "
                                                   "it takes about 1.00 h")
+    assert lines[-1] == "units complete in the records: 1/13; next: baseline_seed1"
     run_units.run(benchmark, records, ["baseline"], max_units=1)
     assert started == ["baseline_seed1"]
     run_units.run(benchmark, records, ["baseline"], deadline=now + datetime.timedelta(hours=3))
