@@ -6,6 +6,8 @@
         [--keep_weights] [--arms A,B]
     python -m research.study time_to_train --out DIR [--profile ci] [--recipes A,B] \
         [--target 0.16] [--timing_only | --quality | --report_only]
+    python -m research.study time_to_quality --out DIR --units --records DIR \
+        [--deadline HH:MM] [--max_units N] [--recipes A,B]
     python -m research.study --list
 
 A study pretrains, fine-tunes every arm on its suite of tasks and writes
@@ -23,7 +25,9 @@ budget ends (see `research.studies.time_to_train`); `--timing_only` measures
 every recipe's time per step in one short run, alone on a quiet machine;
 `--quality` fine-tunes the reference and the fastest recipe from their
 checkpoints at the target, and the reference's checkpoints kept at
-`quality.reference_steps` (`research.studies.time_to_train.quality`).
+`quality.reference_steps` (`research.studies.time_to_train.quality`); `--units`
+runs it run by run instead, each pretraining fine-tuned at once and recorded, so it
+goes on across machines (`research.studies.time_to_train.run_units`).
 """
 
 import argparse
@@ -64,8 +68,9 @@ def parse_args(argv):
     ttt.add_argument("--recipes", metavar="A,B",
                      help="train only these recipes, in this order (default: all, in the "
                           "config's order); with --quality, fine-tune only these of the "
-                          "recipes it chooses or has fine-tuned before; the report covers "
-                          "every recipe")
+                          "recipes it chooses or has fine-tuned before; with --units, only the "
+                          "units of these recipes or rows (e.g. baseline_seed0); the report "
+                          "covers every recipe")
     ttt.add_argument("--target", type=float,
                      help="the held-out target value (default: the config's target)")
     ttt.add_argument("--timing_only", action="store_true",
@@ -76,6 +81,18 @@ def parse_args(argv):
                           "from their checkpoints at the target, and the reference's "
                           "checkpoints kept at quality.reference_steps (the config's quality: "
                           "section), then rewrite the report")
+    ttt.add_argument("--units", action="store_true",
+                     help="run unit by unit (needs --records): each run of each recipe is "
+                          "pretrained, then at once fine-tuned on every quality task and "
+                          "seed, and its records saved; units complete in --records are "
+                          "restored and skipped, the reference's units run first, so the "
+                          "same command goes on in the next session "
+                          "(`research.studies.time_to_train.run_units`)")
+    ttt.add_argument("--deadline", metavar="HH:MM",
+                     help="with --units: start no unit whose estimated wall time (from the "
+                          "complete units in --records) ends after this UTC time")
+    ttt.add_argument("--max_units", type=int, metavar="N",
+                     help="with --units: run at most N units")
     return parser.parse_args(argv)
 
 
@@ -143,15 +160,23 @@ def _time_to_train(args, log, started):
     """The time-to-train benchmark (`research.studies.time_to_train`)."""
     from bert_tf import config as config_lib
     from research.studies import units
-    from research.studies.time_to_train import quality, records, report, runner, timing
+    from research.studies.time_to_train import quality, records, report, run_units, runner, timing
     from research.studies.time_to_train import spec as ttt_spec
 
     if args.arms or args.keep_weights:
         print("error: --arms and --keep_weights are options of the studies, not of "
               "time_to_train", file=sys.stderr)
         return 2
-    if args.timing_only + args.report_only + args.quality > 1:
-        print("error: give one of --timing_only, --quality and --report_only", file=sys.stderr)
+    if args.timing_only + args.report_only + args.quality + args.units > 1:
+        print("error: give one of --timing_only, --quality, --report_only and --units",
+              file=sys.stderr)
+        return 2
+    if args.units and not args.records:
+        print("error: --units reads and keeps the finished units in --records DIR: give it",
+              file=sys.stderr)
+        return 2
+    if (args.deadline or args.max_units is not None) and not args.units:
+        print("error: --deadline and --max_units are options of --units", file=sys.stderr)
         return 2
     try:
         spec = ttt_spec.load(args.study, args.profile)
@@ -159,7 +184,13 @@ def _time_to_train(args, log, started):
         benchmark = runner.Benchmark(spec, args.out, args.profile, log, args.target, recipes)
         log(f"benchmark {spec.name} (profile {args.profile}) in {benchmark.out_dir}; target "
             f"{spec.target.metric} >= {benchmark.target:.4f}")
-        if args.timing_only:
+        if args.units:
+            deadline = run_units.parse_deadline(args.deadline) if args.deadline else None
+            results = run_units.run(benchmark, args.records, recipes, deadline,
+                                    args.max_units)
+        elif args.timing_only:
+            if args.records:  # the report rewritten after it keeps the complete units
+                run_units.restore(benchmark, args.records, log)
             benchmark.check_same_measurement()
             timing.measure(benchmark, log)
             results = report.write(benchmark)
@@ -178,7 +209,7 @@ def _time_to_train(args, log, started):
             results = report.write(benchmark)
         else:
             results = benchmark.run()
-        if args.records:
+        if args.records and not args.units:  # the units saved theirs as they ended
             recorded = records.save(benchmark, args.records)
             log(f"records of {len(recorded)} phases and the report in {args.records}")
     except (config_lib.ConfigError, FileNotFoundError, ValueError, units.UnitFailedError) as e:

@@ -11,6 +11,8 @@
   target, by a study's suite (`--quality`);
 - `report`: results.json, report.md and plots from the run folders, the timing and the
   fine-tuning runs;
+- `run_units`: the benchmark run by run (`--units`): each run pretrained, fine-tuned at once
+  and recorded, so the round goes on across machines that lose their disk;
 - `records`: every phase's record (config, curves, times; no checkpoint) and the report,
   small enough to commit (`--records`).
 """

@@ -153,19 +153,22 @@ class QualityStudy(study_runner.Study):
     Args:
       benchmark: a `runner.Benchmark`.
       recipes: the recipes to fine-tune (`chosen_recipes`).
+      step_arms: whether the reference's step arms are among the arms (False: `recipes` only,
+        as one run's unit of `run_units` fine-tunes).
     """
 
-    def __init__(self, benchmark, recipes: list[str]):
+    def __init__(self, benchmark, recipes: list[str], step_arms: bool = True):
         quality = benchmark.spec.quality
         # Arm name -> a function returning its init checkpoint (raising when it is gone).
         self._checkpoints = {name: functools.partial(quality_checkpoint, benchmark, name)
                              for name in recipes}
-        step_arms = []
-        for name, step in benchmark.spec.reference_step_arms().items():
+        steps = benchmark.spec.reference_step_arms() if step_arms else {}
+        step_arm_specs = []
+        for name, step in steps.items():
             self._checkpoints[name] = functools.partial(reference_step_checkpoint, benchmark,
                                                         step)
-            step_arms.append(study_spec.ArmSpec(name=name, init=f"pretrained:{name}",
-                                                tasks=list(quality.reference_steps_tasks)))
+            step_arm_specs.append(study_spec.ArmSpec(name=name, init=f"pretrained:{name}",
+                                                     tasks=list(quality.reference_steps_tasks)))
         profile = quality.study_profile
         study = study_spec.load_study(quality.study, profile)
         missing = sorted(set(quality.tasks) - {task.name for task in study.suite.tasks})
@@ -184,7 +187,7 @@ class QualityStudy(study_runner.Study):
             pretraining=[study_spec.RunSpec(name=name) for name in self._checkpoints],
             pretraining_overrides=[], reference_arms=[], tables=[], suite=suite,
             arms=[*(study_spec.ArmSpec(name=name, init=f"pretrained:{name}")
-                    for name in recipes), *step_arms])
+                    for name in recipes), *step_arm_specs])
         super().__init__(spec, os.path.join(benchmark.out_dir, QUALITY_DIR), profile,
                          benchmark.log)
         self.benchmark = benchmark

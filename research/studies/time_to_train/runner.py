@@ -189,6 +189,12 @@ class Benchmark:
         results = run_directory.finished_results(self.phase_dir(recipe, recipe.phases[-1]))
         return None if results is None else float(results["metrics"][self.spec.target.metric])
 
+    def reading(self, folder: str) -> "Benchmark":
+        """This benchmark read in another folder (e.g. its records): the same spec, profile
+        and target (when it is not the reference's, which is read there too); nothing is
+        trained or built there."""
+        return Benchmark(self.spec, folder, self.profile, lambda _: None, self._target)
+
     # -- paths and configs ---------------------------------------------------------
 
     def timing_key(self, recipe, phase) -> str:

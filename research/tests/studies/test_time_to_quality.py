@@ -1,6 +1,7 @@
 """The pre-registered second round of the time-to-train benchmark (time_to_quality.yaml):
 its arms, replicates, budgets, fixed fine-tuning rates and verdict, and its CI profile."""
 
+import datetime
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 from bert_tf import config as config_lib
 from research.studies import spec as study_spec
 from research.studies.corpus import CorpusFiles
-from research.studies.time_to_train import quality, report, runner
+from research.studies.time_to_train import quality, report, run_units, runner
 from research.studies.time_to_train import spec as spec_lib
 
 
@@ -144,65 +145,139 @@ def test_replicates_are_fine_tuned_run_by_run_and_the_verdict_pools_them():
     assert "| fast | -3.50 [" in "\n".join(report.verdict_markdown({"verdict": verdict}))
 
 
-def _run(out, *extra):
+def test_units_run_the_references_runs_first_and_fine_tune_the_compared_arms():
+    spec = spec_lib.load("time_to_quality")
+    rows = [row.name for row in run_units.unit_rows(spec)]
+    assert rows[:3] == ["baseline_seed0", "baseline_seed1", "baseline_seed2"]
+    assert len(rows) == len(spec.recipes) == 13
+    assert [row.name for row in run_units.unit_rows(spec, ["control", "baseline_seed1"])] == \
+        ["baseline_seed1", "control_seed0", "control_seed1"]
+    assert all(run_units.is_finetuned(spec, row) for row in spec.recipes)
+    with pytest.raises(ValueError, match="unknown recipe"):
+        run_units.unit_rows(spec, ["nope"])
+
+
+def test_a_deadline_is_the_next_such_utc_time():
+    now = datetime.datetime(2026, 12, 7, 21, 30, tzinfo=datetime.timezone.utc)
+    assert run_units.parse_deadline("23:55", now) == now.replace(hour=23, minute=55)
+    assert run_units.parse_deadline("00:10", now) == datetime.datetime(
+        2026, 12, 8, 0, 10, tzinfo=datetime.timezone.utc)
+
+
+def test_a_candidates_unit_waits_for_the_references_units_then_for_the_timing_run(
+        benchmark, tmp_path, monkeypatch):
+    records = str(tmp_path / "records")
+    control = benchmark.spec.recipe("control_seed0")
+    with pytest.raises(run_units.UnitWaitsError,
+                       match="waits for the reference's units baseline_seed0, baseline_seed1, "
+                             "baseline_seed2"):
+        run_units._check_ready(benchmark, records, control)
+    done = {"baseline_seed0", "baseline_seed2"}
+    monkeypatch.setattr(run_units, "unit_complete", lambda _, __, row: row.name in done)
+    with pytest.raises(run_units.UnitWaitsError, match="units baseline_seed1: run them first"):
+        run_units._check_ready(benchmark, records, control)
+    done.add("baseline_seed1")
+    with pytest.raises(run_units.UnitWaitsError, match="needs the timing run first: python -m "
+                       "research.study time_to_quality .* --timing_only"):
+        run_units._check_ready(benchmark, records, control)
+    # The reference's own units need nothing.
+    run_units._check_ready(benchmark, records, benchmark.spec.recipe("baseline_seed1"))
+
+
+def test_units_stop_before_one_that_would_end_after_the_deadline_or_past_max_units(
+        benchmark, tmp_path, monkeypatch):
+    records = str(tmp_path / "records")
+    monkeypatch.setattr(run_units, "unit_complete", lambda _, __, row: row.name == "baseline_seed0")
+    monkeypatch.setattr(run_units, "estimated_seconds", lambda *_: 3600.0)
+    monkeypatch.setattr(run_units, "save", lambda *_: {})
+    monkeypatch.setattr(benchmark, "check_same_measurement", lambda: None)
+    started, lines = [], []
+    monkeypatch.setattr(run_units, "run_unit", lambda _, __, row: started.append(row.name))
+    monkeypatch.setattr(benchmark, "log", lines.append)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    run_units.run(benchmark, records, deadline=now + datetime.timedelta(minutes=50))
+    assert started == [] and lines[-2].startswith("next unit: baseline_seed1, not started: "
+                                                  "it takes about 1.00 h")
+    assert lines[-1] == "units complete in the records: 1/13; next: baseline_seed1"
+    run_units.run(benchmark, records, ["baseline"], max_units=1)
+    assert started == ["baseline_seed1"]
+    run_units.run(benchmark, records, ["baseline"], deadline=now + datetime.timedelta(hours=3))
+    assert started == ["baseline_seed1", "baseline_seed1", "baseline_seed2"]
+
+
+def _run(out, *extra, check=True):
     command = [sys.executable, "-m", "research.study", "time_to_quality", "--out", str(out),
                "--profile", "ci", *extra]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     result = subprocess.run(command, cwd=study_spec.REPO_ROOT, env=env, capture_output=True,
                             text=True, timeout=1200)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
+    if check:
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _trained(output: str) -> list[str]:
+    """The units a run of the benchmark trained, in order (its '== <unit>: running' lines)."""
+    return [line.split("== ", 1)[1].split(":", 1)[0] for line in output.splitlines()
+            if ": running (log:" in line]
 
 
 @pytest.mark.long
-def test_ci_profile_runs_the_round_in_order_and_resumes(tmp_path, shared_file):
+def test_ci_profile_runs_the_round_unit_by_unit_across_machines(tmp_path, shared_file):
+    """Each session starts on an empty output directory, as on a new machine: only the
+    records carry the round over."""
     shared_file("vocab", "bert-base-uncased-vocab.txt")
     shared_file("glue", "STS-B", "train.tsv")
-    out = tmp_path / "ttq"
-    # A candidate before the reference and the timing run is refused, naming them.
-    refused = subprocess.run(
-        [sys.executable, "-m", "research.study", "time_to_quality", "--out", str(out),
-         "--profile", "ci", "--recipes", "mask_schedule"], cwd=study_spec.REPO_ROOT,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
-        timeout=600)
-    assert refused.returncode == 1 and "train every run of 'baseline'" in refused.stderr
-    # The reference's two runs, each to its whole budget; the target is their mean final.
-    assert _run(out, "--recipes", "baseline").count(": running") == 2
-    results = json.loads((out / "results.json").read_text())
-    finals = [json.loads((out / "runs" / f"baseline_seed{seed}" / "main" /
+    records = tmp_path / "records"
+    units = ("--units", "--records", str(records))
+    # Session 1: each reference run is pretrained and fine-tuned at once, before the next
+    # run; the candidate then waits for the timing run, saying how to run it.
+    first = _run(tmp_path / "session1", *units, check=False)
+    assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-3000:]
+    (error,) = [line for line in first.stderr.splitlines() if line.startswith("error:")]
+    assert "unit mask_schedule_seed0 needs the timing run first" in error
+    assert "--timing_only" in error
+    assert _trained(first.stdout) == ["baseline_seed0/main", "baseline_seed0/stsb/lr0.0001_seed0",
+                                      "baseline_seed1/main", "baseline_seed1/stsb/lr0.0001_seed0"]
+    finals = [json.loads((records / "runs" / f"baseline_seed{seed}" / "main" /
                           "eval_results.json").read_text())["metrics"] for seed in (0, 1)]
-    assert results["target"]["value"] == pytest.approx(
-        sum(final["mlm_accuracy"] for final in finals) / 2)
     # Other initial weights and data order, the same held-out batches.
     assert finals[0]["mlm_loss"] != finals[1]["mlm_loss"]
+    results = json.loads((records / "results.json").read_text())
+    assert results["target"]["value"] == pytest.approx(
+        sum(final["mlm_accuracy"] for final in finals) / 2)
     assert results["reference_mean"]["steps_to_target"] == 8
-    # The timing run times each recipe once (replicates share it).
-    _run(out, "--timing_only")
-    timed = json.loads((out / "timing.json").read_text())["phases"]
+    assert not list(records.rglob("ckpt-*")) and not list(records.rglob("corpus"))
+    # Session 2: the timing run keeps the reference's units in the report; the candidate's
+    # unit runs on its budget, its share (ci: all) of the reference's mean wall time to
+    # the target, fixed once; nothing of the reference is trained again.
+    second = tmp_path / "session2"
+    _run(second, "--timing_only", "--records", str(records))
+    assert json.loads((records / "results.json").read_text())["reference_mean"] is not None
+    timed = json.loads((records / "timing.json").read_text())["phases"]
     assert set(timed) == {"baseline_seed0/main", "mask_schedule_seed0/main"}
-    # The candidate: its share (ci: all) of the reference's mean wall time to the target,
-    # fixed once.
-    _run(out)
-    budgets = json.loads((out / "budgets.json").read_text())
+    assert _trained(_run(second, *units).stdout) == ["mask_schedule_seed0/main",
+                                                      "mask_schedule_seed0/stsb/lr0.0001_seed0"]
+    budgets = json.loads((records / "budgets.json").read_text())
     steps = budgets["mask_schedule"]["steps"]
-    reference = json.loads((out / "results.json").read_text())["reference_mean"]
+    reference = json.loads((records / "results.json").read_text())["reference_mean"]
     per_step = timed["mask_schedule_seed0/main"]["seconds_per_step"]
     assert steps == int(1.0 * reference["seconds_to_target"] / per_step) >= 1
-    params = config_lib.load_yaml(str(out / "runs" / "mask_schedule_seed0" / "main" /
+    params = config_lib.load_yaml(str(records / "runs" / "mask_schedule_seed0" / "main" /
                                       "params.yaml"))
     assert params["trainer"]["train_steps"] == params["optimizer"]["decay_steps"] == steps
     assert (params["data"]["masked_lm_prob"], params["data"]["masked_lm_prob_end"]) == \
         (0.30, 0.15)
-    # Fine-tuning: every run of every arm, at the fixed rate, on the profile's seed; the
-    # verdict.
-    _run(out, "--quality")
+    # Every run of every arm fine-tuned at the fixed rate on the profile's seed; the verdict.
     for arm in ("baseline_seed0", "baseline_seed1", "mask_schedule_seed0"):
-        assert sorted(p.name for p in (out / "quality" / "finetune" / arm / "stsb").iterdir()) \
-            == ["lr0.0001_seed0"]
-    results = json.loads((out / "results.json").read_text())
+        assert sorted(p.name for p in (records / "quality" / "finetune" / arm / "stsb")
+                      .iterdir()) == ["lr0.0001_seed0"]
+    results = json.loads((records / "results.json").read_text())
     (candidate,) = results["verdict"]["candidates"]
     assert candidate["recipe"] == "mask_schedule" and candidate["keeps_quality"] is not None
     assert results["verdict"]["reference_runs"] == {"stsb": 2}
-    assert "## Pre-registered verdict" in (out / "report.md").read_text()
-    # A rerun trains nothing.
-    assert ": running" not in _run(out) + _run(out, "--quality")
+    assert "## Pre-registered verdict" in (records / "report.md").read_text()
+    # Session 3: every unit is complete in the records, so nothing trains and the report
+    # they rebuild gives the same verdict.
+    assert _trained(_run(tmp_path / "session3", *units).stdout) == []
+    assert json.loads((records / "results.json").read_text())["verdict"] == results["verdict"]
