@@ -250,6 +250,9 @@ def test_sigterm_ends_a_trainer_hung_in_its_first_step(write_config, tmp_path):
 MIN_HANG = 3
 
 
+# A real trainer (about 20 s); the fast tests above drive the same deadline with a fake
+# step counter and no TensorFlow.
+@pytest.mark.long
 def test_sigterm_ends_a_trainer_whose_step_hangs_after_the_first(write_config, tmp_path):
     # Loop 1 is the first step (it traces), loop 2 step 2 (saved: ckpt-2), loop 3 hangs.
     config = write_config(trainer={"steps_per_loop": 1, "checkpoint_every": 2,

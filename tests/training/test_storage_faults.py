@@ -404,7 +404,9 @@ def _damage_shard(path, fault):
         path.write_bytes(data[:len(data) * 2 // 3 + 5])
 
 
-@pytest.mark.parametrize("fault", ["garbage", "truncated"])
+# A cut shard is the fast case; garbage in a training file has its fast trainer test in
+# text form above, and the shard reader meets both kinds fast.
+@pytest.mark.parametrize("fault", ["truncated", pytest.param("garbage", marks=pytest.mark.long)])
 def test_a_training_shard_damaged_mid_run_stops_with_one_line_and_resumes(
         record_experiment, tmp_path, capsys, caplog, fault):
     shards, experiment = record_experiment
@@ -428,6 +430,8 @@ def test_a_training_shard_damaged_mid_run_stops_with_one_line_and_resumes(
     _resumes_from_the_newest(config, model_dir, caplog, capsys)
 
 
+# The fast suite meets a damaged evaluation file in text form (garbage, above).
+@pytest.mark.long
 def test_a_damaged_evaluation_shard_keeps_the_steps_before_it(
         record_experiment, tmp_path, capsys, caplog):
     shards, experiment = record_experiment
