@@ -79,7 +79,8 @@ def test_evaluate_dev_writes_ids_predictions_and_gold_labels(mrpc_run, tmp_path,
     assert json.loads((out / "metrics_dev.json").read_text()) == pytest.approx(recomputed)
 
 
-@pytest.mark.slow
+# An STS-B run of its own (about 60 s); the MRPC test above writes dev predictions fast.
+@pytest.mark.long
 def test_stsb_dev_predictions_are_the_scored_scores(stsb_run, tmp_path, capsys):
     out = tmp_path / "preds"
     printed, rows, examples, _ = _write_dev_predictions(

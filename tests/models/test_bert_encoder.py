@@ -10,7 +10,7 @@ from bert_tf.models import BertEncoder, EncoderConfig, get_preset, preset_names
 from tests.helpers import TINY, max_abs_diff, random_inputs
 
 
-@pytest.mark.slow
+@pytest.mark.long  # builds BERT-base and BERT-large in a fresh process (about 20 s)
 def test_published_parameter_counts():
     # The BERT paper's sizes, counted with the pooler and without heads. Built in a
     # process of their own: BERT-large's 1.3 GB of weights would otherwise stay in this

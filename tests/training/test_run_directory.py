@@ -1,9 +1,11 @@
 """The run directory's files: written and read back, and read without TensorFlow locally."""
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import REPO, train_env
 
@@ -54,3 +56,34 @@ def test_params_read_back_as_written_and_nothing_is_read_before_the_run_wrote_it
         assert yaml.safe_load(f) == run_directory.read_params(run)
     assert config_lib.from_dict(type(experiment), run_directory.read_params(run)) == experiment
     assert run_directory.recorded_precision(run) == experiment.runtime.mixed_precision
+
+
+def _run_with_a_checkpoint(tmp_path, experiment):
+    """A run directory holding `experiment`'s params.yaml and one (tiny) checkpoint."""
+    import tensorflow as tf
+
+    run = str(tmp_path / "run")
+    run_directory.write_params(run, experiment)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=tf.Variable(1)), run, 1)
+    manager.save(checkpoint_number=1)
+    return run
+
+
+def test_a_run_resumes_only_with_its_own_model_and_data(tmp_path):
+    task_class = tasks.task_class("pretraining")
+    experiment = task_class.config_class()
+    run = _run_with_a_checkpoint(tmp_path, experiment)
+    run_directory.check_resumable(run, experiment, task_class(experiment))
+
+    wider = dataclasses.replace(experiment, model=dataclasses.replace(
+        experiment.model, encoder=dataclasses.replace(experiment.model.encoder,
+                                                      hidden_size=384)))
+    with pytest.raises(run_directory.IncompatibleRunError,
+                       match="model.encoder.hidden_size: 768 in the run, 384 in this config"):
+        run_directory.check_resumable(run, wider, task_class(wider))
+
+    reseeded = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data, seed=5))
+    with pytest.raises(run_directory.IncompatibleRunError,
+                       match="data.seed: 0 in the run, 5 in this config.*--allow_data_change"):
+        run_directory.check_resumable(run, reseeded, task_class(reseeded))
+    run_directory.check_resumable(run, reseeded, task_class(reseeded), allow_data_change=True)

@@ -87,7 +87,8 @@ def test_training_writes_summaries_checkpoints_and_a_loadable_run(write_config, 
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-@pytest.mark.slow
+# A whole trainer run (about 30 s); the bar itself has fake-clock tests in test_progress.py.
+@pytest.mark.long
 def test_progress_follows_the_first_step_whatever_steps_per_loop(write_config, tmp_path,
                                                                  caplog):
     config = write_config(trainer={"train_steps": 8, "steps_per_loop": 4, "checkpoint_every": 4,
@@ -109,7 +110,9 @@ def test_progress_follows_the_first_step_whatever_steps_per_loop(write_config, t
     assert steps == [4, 8]
 
 
-@pytest.mark.slow
+# Three trainer runs (about 40 s); the same refusal of a changed key is met by
+# test_run_guards.py (long) and the resume check's unit tests.
+@pytest.mark.long
 def test_resuming_with_another_model_shape_is_refused(write_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert train_in_process(write_config(trainer={"train_steps": 4}, data=NO_EVAL), run_dir) == 0
@@ -169,7 +172,9 @@ def test_gradient_accumulation_matches_the_full_batch(write_config, tmp_path, re
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+# float16 on a CPU: its loss scaling has a fast test in test_accelerator_paths.py.
+@pytest.mark.parametrize("precision", ["mixed_bfloat16",
+                                       pytest.param("mixed_float16", marks=pytest.mark.long)])
 def test_mixed_precision_trains(write_config, tmp_path, precision):
     config = write_config(trainer={"train_steps": 4, "eval_every": 0},
                           runtime={"mixed_precision": precision}, data=NO_EVAL)
@@ -186,7 +191,7 @@ def test_mixed_precision_trains(write_config, tmp_path, precision):
     assert all(w.dtype == np.float32 for k, w in weights.items() if "kernel" in k)
 
 
-@pytest.mark.slow
+@pytest.mark.long  # two trainer runs, a simulated move to a GPU (about 30 s)
 def test_auto_precision_is_recorded_and_chosen_again_on_resume(write_config, tmp_path,
                                                                monkeypatch, caplog):
     from bert_tf.training import precision
