@@ -217,7 +217,7 @@ def test_auto_precision_is_recorded_and_chosen_again_on_resume(write_config, tmp
     assert float(scales[2]) == 1.0 and float(scales[4]) >= 2.0 ** 14
 
 
-@pytest.mark.slow
+@pytest.mark.long  # a trainer run under the TensorFlow profiler (about 12-30 s)
 def test_profiler_traces_the_requested_steps(write_config, tmp_path):
     config = write_config(trainer={"train_steps": 4, "eval_every": 0, "profile_steps": [2, 4]},
                           data=NO_EVAL)
@@ -273,7 +273,7 @@ def _traced_loops():
             if isinstance(graph, FuncGraph) and graph.name in ("_train_loop", "_eval_loop")}
 
 
-@pytest.mark.slow
+@pytest.mark.long  # two trainer runs and a heap check (about 20 s)
 def test_trainer_result_fingerprint_is_of_the_weights_and_its_graphs_are_freed(write_config,
                                                                                tmp_path):
     task_class, experiment = tasks.load_experiment(write_config(), ["trainer.train_steps=2"])
