@@ -223,6 +223,14 @@ def _read_until(process, words, output):
     raise AssertionError(f"no {words!r} in the output:\n" + "".join(output[-40:]))
 
 
+def _sigterm_and_wait(process):
+    """Sends SIGTERM; returns the exit code and the seconds the process took to end."""
+    signalled = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(timeout=60)
+    return code, time.monotonic() - signalled
+
+
 def test_sigterm_ends_a_trainer_hung_in_its_first_step(write_config, tmp_path):
     config = write_config()
     process = _start_hung(config, tmp_path / "run")
@@ -230,10 +238,7 @@ def test_sigterm_ends_a_trainer_hung_in_its_first_step(write_config, tmp_path):
     try:
         _read_until(process, "tracing the training step", output)
         time.sleep(1)
-        signalled = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=60)
-        seconds = time.monotonic() - signalled
+        code, seconds = _sigterm_and_wait(process)
     finally:
         process.kill()
     output += process.stdout.readlines()
@@ -264,10 +269,7 @@ def test_sigterm_ends_a_trainer_whose_step_hangs_after_the_first(write_config, t
         _read_until(process, "hung in train loop 3", output)
         # Overdue before the signal: the run ends as soon as the signal comes.
         time.sleep(MIN_HANG + 1)
-        signalled = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=60)
-        seconds = time.monotonic() - signalled
+        code, seconds = _sigterm_and_wait(process)
     finally:
         process.kill()
     output += process.stdout.readlines()

@@ -69,9 +69,14 @@ def small_corpus(tmp_path, bert_corpus):
 def fast_experiment(small_corpus, tmp_path, monkeypatch):
     """A run of `corpus_task` on `small_corpus`: 12 steps, a checkpoint every 2."""
     corpus_task.register(monkeypatch)
+    return _twelve_steps("corpus_lines", small_corpus, tmp_path)
+
+
+def _twelve_steps(task, train_files, tmp_path):
+    """The fault tests' experiment of `task` on `train_files`: 12 steps, a checkpoint every 2."""
     return {
-        "task": "corpus_lines",
-        "data": {"train_files": [str(path) for path in small_corpus],
+        "task": task,
+        "data": {"train_files": [str(path) for path in train_files],
                  "vocab_file": corpus_task.write_vocab(tmp_path / "vocab.txt")},
         "optimizer": {"learning_rate": 1e-3, "warmup_steps": 2},
         "trainer": {"train_steps": 12, "global_batch_size": 4, "steps_per_loop": 1,
@@ -383,16 +388,7 @@ def record_experiment(tmp_path, monkeypatch):
     folder.mkdir()
     shards = [records_task.write_shard(folder / f"part-{index}.tfrecord", count=8)
               for index in range(2)]
-    return shards, {
-        "task": "record_labels",
-        "data": {"train_files": [str(path) for path in shards],
-                 "vocab_file": corpus_task.write_vocab(tmp_path / "vocab.txt")},
-        "optimizer": {"learning_rate": 1e-3, "warmup_steps": 2},
-        "trainer": {"train_steps": 12, "global_batch_size": 4, "steps_per_loop": 1,
-                    "checkpoint_every": 2, "eval_every": 0, "eval_steps": 1,
-                    "max_to_keep": 3},
-        "runtime": {"strategy": "cpu", "deterministic": True, "seed": 3},
-    }
+    return shards, _twelve_steps("record_labels", shards, tmp_path)
 
 
 def _damage_shard(path, fault):
