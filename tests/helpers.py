@@ -103,3 +103,14 @@ def write_tiny_vocab(directory, name="vocab.txt", tokens=TINY_VOCAB):
 def tiny_ids(*tokens):
     """The ids of `tokens` in TINY_VOCAB."""
     return [TINY_VOCAB.index(token) for token in tokens]
+
+
+def one_line_refusal(command, argv, capsys) -> str:
+    """Runs a `main(argv)` that must refuse its arguments: exit 2, nothing on stdout and
+    one `error:` line on stderr, which is returned."""
+    code = command(argv)
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert code == 2 and captured.out == ""
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]

@@ -22,7 +22,7 @@ from bert_tf.best_checkpoint import BEST_DIR, RECORD_FILE, BestCheckpoint
 from bert_tf.checkpoints import native, readable, weight_map
 from bert_tf.training.summaries import summary_tag
 from tests.finetune_helpers import REPO, config_overrides, config_path, finetune, tiny_vocab
-from tests.helpers import require
+from tests.helpers import one_line_refusal, require
 
 STEPS = (2, 4, 6)
 # Where the package's own log records come from.
@@ -306,18 +306,10 @@ def test_lower_is_better_only_for_losses_errors_and_perplexities():
                                                     "word_error"]
 
 
-def _refusal(argv, capsys):
-    code = evaluate.main(argv)
-    captured = capsys.readouterr()
-    lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert code == 2 and captured.out == ""
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
 @pytest.mark.slow
 def test_a_missing_checkpoint_is_named_with_the_available_ones(stsb_run, capsys):
-    line = _refusal(["--model_dir", stsb_run, "--checkpoint", "ckpt-9"], capsys)
+    line = one_line_refusal(evaluate.main, ["--model_dir", stsb_run, "--checkpoint", "ckpt-9"],
+                            capsys)
     assert line == (f"error: checkpoint ckpt-9 is not in {stsb_run}; its checkpoints: "
                     "ckpt-2, ckpt-4, ckpt-6")
 
@@ -330,14 +322,14 @@ def test_a_missing_checkpoint_is_named_with_the_available_ones(stsb_run, capsys)
     (["--watch", "--timeout", "0"], "--timeout must be a positive number of seconds, got 0"),
 ])
 def test_watch_options_that_do_not_fit_are_refused(tmp_path, capsys, options, message):
-    line = _refusal(["--model_dir", str(tmp_path), *options], capsys)
+    line = one_line_refusal(evaluate.main, ["--model_dir", str(tmp_path), *options], capsys)
     assert line.startswith(f"error: {message}")
 
 
 def test_a_run_that_never_starts_ends_after_the_timeout(tmp_path, capsys):
     missing = tmp_path / "not_yet"
-    line = _refusal(["--model_dir", str(missing), "--watch", "--poll_seconds", "0.1",
-                     "--timeout", "0.3"], capsys)
+    line = one_line_refusal(evaluate.main, ["--model_dir", str(missing), "--watch",
+                                            "--poll_seconds", "0.1", "--timeout", "0.3"], capsys)
     assert line == (f"error: no training run started in {missing} within --timeout 0.3 s "
                     "(no params.yaml)")
 

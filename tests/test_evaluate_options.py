@@ -14,7 +14,7 @@ from bert_tf import evaluate, predict
 from bert_tf.data import glue as glue_data
 from bert_tf.tasks import glue_metrics
 from tests.finetune_helpers import finetune
-from tests.helpers import require
+from tests.helpers import one_line_refusal, require
 
 NUM_DEV = 12
 
@@ -103,15 +103,6 @@ def no_model(monkeypatch):
     monkeypatch.setattr(evaluate, "restore_model", refuse)
 
 
-def _refusal(command, argv, capsys):
-    code = command(argv)
-    captured = capsys.readouterr()
-    lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert code == 2 and captured.out == ""
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("command, options, message", [
     (predict.main, ["--split", "dev_matched", "--output_dir", "{out}"],
@@ -128,7 +119,7 @@ def test_impossible_options_are_refused_before_the_model(mrpc_run, tmp_path, cap
     (tmp_path / "a_file").write_text("")
     options = [option.format(out=tmp_path / "out", file=tmp_path / "a_file")
                for option in options]
-    line = _refusal(command, ["--model_dir", mrpc_run, *options], capsys)
+    line = one_line_refusal(command, ["--model_dir", mrpc_run, *options], capsys)
     assert message in line
     assert not (tmp_path / "out").exists()
 
@@ -141,7 +132,7 @@ def test_predict_without_a_test_file_is_refused(mrpc_run, tmp_path, capsys, no_m
     (tmp_path / "glue" / "MRPC").mkdir(parents=True)
     os.symlink(shared_data.data_path("glue", "MRPC", "dev.tsv"),
                tmp_path / "glue" / "MRPC" / "dev.tsv")
-    line = _refusal(predict.main, ["--model_dir", mrpc_run, "--output_dir",
+    line = one_line_refusal(predict.main, ["--model_dir", mrpc_run, "--output_dir",
                                    str(tmp_path / "out"), "--set",
                                    f"data.data_dir={tmp_path / 'glue'}"], capsys)
     assert line == (f"error: no test file for GLUE task 'mrpc': "
@@ -150,7 +141,7 @@ def test_predict_without_a_test_file_is_refused(mrpc_run, tmp_path, capsys, no_m
 
 def test_a_missing_model_dir_is_named(tmp_path, capsys):
     missing = tmp_path / "runs" / "mrpc"
-    line = _refusal(evaluate.main, ["--model_dir", str(missing)], capsys)
+    line = one_line_refusal(evaluate.main, ["--model_dir", str(missing)], capsys)
     assert line == (f"error: --model_dir {missing} does not exist; expected a fine-tuning "
                     "run's model_dir (params.yaml and ckpt-N files)")
 
